@@ -41,6 +41,10 @@ const shareMemberConfirmFor = 5 * time.Second
 // another node is refused until it runs out, so it is kept short.
 const shareMemberUnknownFor = time.Second
 
+// shareExpireQuestions bounds the members ShareExpire asks the other
+// nodes about at once (each question is one call to every other node).
+const shareExpireQuestions = 16
+
 // ShareCluster reaches the other nodes for the share groups.
 type ShareCluster interface {
 	// ShareMember asks the other registered nodes, fenced ones too,
@@ -83,8 +87,16 @@ func (c *Core) shareMember(ctx context.Context, sc *sharegroup.Coordinator, grou
 		return c.fail(fmt.Errorf("%w: %q of share group %q: %v", ErrShareMemberUnconfirmed, id, group, err))
 	}
 	if !ok {
-		sc.Forget(group, []string{id})
-		sc.MarkUnknown(now, group, id, now.Add(shareMemberUnknownFor))
+		// The others' "no" may be older than a vouch or a join here
+		// made while they were asked (another fetch of the member):
+		// then the member is served, and what it acquired under the
+		// vouch kept. The mark runs from the answer, so that a slow
+		// question does not leave it spent already.
+		answered := c.cfg.Now()
+		if !sc.ForgetUnknown(answered, group, id) {
+			return nil
+		}
+		sc.MarkUnknown(answered, group, id, answered.Add(shareMemberUnknownFor))
 		return c.fail(fmt.Errorf("%w: %q is not in share group %q on any node", sharegroup.ErrUnknownMember, id, group))
 	}
 	sc.Admit(now, group, id, now.Add(shareMemberConfirmFor))
@@ -113,15 +125,28 @@ func (c *Core) ShareExpire(ctx context.Context) {
 	if c.cfg.ShareCluster == nil {
 		return
 	}
+	// Asked at once (shareExpireQuestions at a time): a question waits
+	// for every node's answer when none says yes, a fenced node that
+	// is down answering only when its connection fails, and one after
+	// another they would hold up the next round of expiry, and the
+	// node's stop, by that much per member.
+	slots := make(chan struct{}, shareExpireQuestions)
+	var wg sync.WaitGroup
 	for _, m := range sc.Unconfirmed(c.cfg.Now()) {
-		ok, err := c.cfg.ShareCluster.ShareMember(ctx, m.Group, m.MemberID)
-		switch {
-		case ok:
-			sc.Confirm(m.Group, m.MemberID, c.cfg.Now().Add(shareMemberConfirmFor))
-		case err == nil:
-			sc.Forget(m.Group, []string{m.MemberID})
-		}
+		slots <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-slots; wg.Done() }()
+			ok, err := c.cfg.ShareCluster.ShareMember(ctx, m.Group, m.MemberID)
+			switch {
+			case ok:
+				sc.Confirm(m.Group, m.MemberID, c.cfg.Now().Add(shareMemberConfirmFor))
+			case err == nil:
+				sc.ForgetUnknown(c.cfg.Now(), m.Group, m.MemberID)
+			}
+		}()
 	}
+	wg.Wait()
 }
 
 // ShareMemberHere answers another node's ShareMember: whether member id

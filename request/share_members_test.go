@@ -351,3 +351,169 @@ func TestCoreShareUnknownMemberNotAskedAgain(t *testing.T) {
 		t.Fatalf("a member that joined here after being refused: %v", err)
 	}
 }
+
+// staleNodes answers the first question about a member no, but only
+// once told to (asked says it is waiting), and every later one yes: a
+// "no" given before the member joined elsewhere that arrives after
+// another fetch of it was vouched for.
+type staleNodes struct {
+	shareNodes
+	asked   chan struct{}
+	release chan struct{}
+	once    sync.Once
+}
+
+func (n *staleNodes) ShareMember(ctx context.Context, group, id string) (bool, error) {
+	first := false
+	n.once.Do(func() { first = true })
+	if !first {
+		return true, nil
+	}
+	close(n.asked)
+	select {
+	case <-n.release:
+		return false, nil
+	case <-ctx.Done():
+		return false, ctx.Err()
+	}
+}
+
+// TestCoreShareStaleNoAfterVouch: a "no" about a member that arrives
+// after another node vouched for it meanwhile neither releases what the
+// member acquired under the vouch nor marks it unknown: its fetches go
+// on being served.
+func TestCoreShareStaleNoAfterVouch(t *testing.T) {
+	t.Parallel()
+	nodes := &staleNodes{asked: make(chan struct{}), release: make(chan struct{})}
+	cfg := sharegroup.DefaultConfig()
+	cfg.ResetEarliest = true
+	cfg.AdmitFetchers = true
+	sc, err := sharegroup.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newCore(t, func(c *request.Config) { c.Shares, c.ShareCluster = sc, nodes })
+	produceKeyed(t, f, 0, 4, 4)
+	ctx := ctxT(t)
+	fetch := func() ([]request.ShareFetchResult, error) {
+		return f.core.ShareFetch(ctx, &request.ShareFetchRequest{Group: "g", MemberID: "m", MaxRecords: 1,
+			Partitions: []request.SharePartition{{Topic: "t", Partition: 0}}})
+	}
+	type result struct {
+		out []request.ShareFetchResult
+		err error
+	}
+	first := make(chan result, 1)
+	go func() {
+		out, err := fetch()
+		first <- result{out, err}
+	}()
+	select {
+	case <-nodes.asked:
+	case <-ctx.Done():
+		t.Fatal("the first fetch never asked the other nodes")
+	}
+	// The member joined elsewhere meanwhile: its next fetch is vouched
+	// for and acquires offset 0.
+	out, err := fetch()
+	if err != nil || len(out[0].Acquired) != 1 || out[0].Acquired[0].First != 0 {
+		t.Fatalf("the vouched-for fetch: %+v, %v; want offset 0 acquired", out, err)
+	}
+	close(nodes.release)
+	var r result
+	select {
+	case r = <-first:
+	case <-ctx.Done():
+		t.Fatal("the first fetch never returned")
+	}
+	if r.err != nil {
+		t.Fatalf("the fetch whose no came after the vouch: %v; want served (the member is known by then)", r.err)
+	}
+	// Offset 0 is still the member's: not released and handed out again.
+	out, err = fetch()
+	if err != nil {
+		t.Fatalf("a fetch after the stale no: %v; want served", err)
+	}
+	for _, a := range append(r.out[0].Acquired, out[0].Acquired...) {
+		if a.First == 0 {
+			t.Fatalf("offset 0 delivered again (%+v): the stale no released what the member held", a)
+		}
+	}
+}
+
+// barrierNodes vouch for every member; once holding, each question
+// waits until another is asked at the same time.
+type barrierNodes struct {
+	shareNodes
+	mu      sync.Mutex
+	holding bool
+	waiting int
+	met     chan struct{}
+}
+
+func (n *barrierNodes) ShareMember(ctx context.Context, group, id string) (bool, error) {
+	n.mu.Lock()
+	if !n.holding {
+		n.mu.Unlock()
+		return true, nil
+	}
+	if n.waiting++; n.waiting == 2 {
+		close(n.met)
+	}
+	n.mu.Unlock()
+	select {
+	case <-n.met:
+		return true, nil
+	case <-ctx.Done():
+		return false, ctx.Err()
+	}
+}
+
+// TestCoreShareExpireAsksAtOnce: the members whose confirmation ran out
+// are asked about at once, not one after another, so that one slow
+// answer (a fenced node that is down answers only when its connection
+// fails) does not hold up the others, nor the next round of session
+// expiry.
+func TestCoreShareExpireAsksAtOnce(t *testing.T) {
+	t.Parallel()
+	nodes := &barrierNodes{met: make(chan struct{})}
+	cfg := sharegroup.DefaultConfig()
+	cfg.ResetEarliest = true
+	cfg.AdmitFetchers = true
+	sc, err := sharegroup.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clock := func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return now
+	}
+	f := newCore(t, func(c *request.Config) { c.Shares, c.ShareCluster, c.Now = sc, nodes, clock })
+	produceKeyed(t, f, 0, 4, 4)
+	ctx := ctxT(t)
+	for _, m := range []string{"a", "b"} {
+		if _, err := f.core.ShareFetch(ctx, &request.ShareFetchRequest{Group: "g", MemberID: m, MaxRecords: 1,
+			Partitions: []request.SharePartition{{Topic: "t", Partition: 0}}}); err != nil {
+			t.Fatalf("fetch of %s, vouched for: %v", m, err)
+		}
+	}
+	mu.Lock()
+	now = now.Add(10 * time.Second)
+	mu.Unlock()
+	nodes.mu.Lock()
+	nodes.holding = true
+	nodes.mu.Unlock()
+	// Asked one after another, the first question would wait out this
+	// context for the second.
+	expireCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	f.core.ShareExpire(expireCtx)
+	for _, m := range []string{"a", "b"} {
+		if !sc.Known(clock(), "g", m) {
+			t.Errorf("member %s not confirmed again by ShareExpire", m)
+		}
+	}
+}

@@ -313,3 +313,32 @@ func TestShareGroupUnknownMarked(t *testing.T) {
 		t.Fatalf("the marks run out were not dropped for a new one: %d kept", len(c.unknown))
 	}
 }
+
+// TestShareGroupForgetUnknown: a "no" from the other nodes forgets a
+// member known here only from its fetches whose vouch ran out, but not
+// one vouched for since, nor one that heartbeats here.
+func TestShareGroupForgetUnknown(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.AdmitFetchers = true
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	until := t0.Add(5 * time.Second)
+	c.Admit(t0, "g", "v", until)
+	if _, err := c.Heartbeat(t0, Heartbeat{Group: "g", MemberID: "h", Topics: []string{"t"}}); err != nil {
+		t.Fatal(err)
+	}
+	if c.ForgetUnknown(t0.Add(time.Second), "g", "v") || !c.Known(t0.Add(time.Second), "g", "v") {
+		t.Fatal("a member vouched for until after now was forgotten")
+	}
+	if c.ForgetUnknown(until, "g", "h") || !c.Known(until, "g", "h") {
+		t.Fatal("a member that heartbeats here was forgotten")
+	}
+	if !c.ForgetUnknown(until, "g", "v") || c.Known(t0, "g", "v") {
+		t.Fatal("a member whose vouch ran out was kept")
+	}
+	if !c.ForgetUnknown(t0, "g", "never") || !c.ForgetUnknown(t0, "nogroup", "x") {
+		t.Fatal("a member never known here is not reported unknown")
+	}
+}

@@ -174,6 +174,30 @@ func (c *Coordinator) Forget(groupName string, ids []string) {
 	}
 }
 
+// ForgetUnknown forgets member id of group as Forget does, no node
+// having vouched for it when asked, unless this node may serve it
+// without asking by now (Known): it joined here, or another node
+// vouched for it, while the others were asked, and their "no" is older
+// than that. It reports whether the member is unknown here (forgotten,
+// or never known).
+func (c *Coordinator) ForgetUnknown(now time.Time, groupName, id string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	g, ok := c.groups[groupName]
+	if !ok {
+		return true
+	}
+	m, ok := g.members[id]
+	if !ok {
+		return true
+	}
+	if !m.fetcher || now.Before(m.confirmed) {
+		return false
+	}
+	c.leaveLocked(g, id)
+	return true
+}
+
 // Unconfirmed returns the members known here only from their fetches
 // whose confirmation has run out, for the caller to ask about again
 // (Confirm, or Forget), so that a member whose heartbeat node failed

@@ -102,13 +102,14 @@ func (c *Cluster) ShareGroupHasMembers(ctx context.Context, group string) (bool,
 // reached it gives no answer, neither a yes nor a reason to doubt the
 // others' no (it was fenced because it stopped, most likely); an
 // unfenced broker that cannot be reached leaves the question open (an
-// error).
-func (c *Cluster) ask(ctx context.Context, req *pb.ShareMemberRequest) (bool, error) {
+// error). So does a question its caller gave up on (ctx ended): the
+// fenced brokers' calls failed for that, not for being down.
+func (c *Cluster) ask(caller context.Context, req *pb.ShareMemberRequest) (bool, error) {
 	peers := c.peers(true)
 	if len(peers) == 0 {
 		return false, nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, PeerTimeout)
+	ctx, cancel := context.WithTimeout(caller, PeerTimeout)
 	defer cancel()
 	type answer struct {
 		yes bool
@@ -140,6 +141,9 @@ func (c *Cluster) ask(ctx context.Context, req *pb.ShareMemberRequest) (bool, er
 		if a.err != nil {
 			errs = append(errs, a.err)
 		}
+	}
+	if err := caller.Err(); err != nil {
+		return false, err
 	}
 	return false, errors.Join(errs...)
 }

@@ -324,3 +324,20 @@ func TestSharePeerMembersLeftSkipsFenced(t *testing.T) {
 		t.Errorf("fenced node told %v left; want none", got)
 	}
 }
+
+// A question its caller gave up on is no answer at all, not a no, even
+// when the only other nodes are fenced: a member is not taken as unknown
+// (and its records released) because the question was cut short.
+func TestSharePeerCallerGoneNotANo(t *testing.T) {
+	ps := newPeerSet(t, map[int32]*fakeCore{2: newFakeCore("g", "m1")})
+	ps.fence(2)
+	c := newCluster(ps)
+	ctx, cancel := context.WithCancel(testContext(t))
+	cancel()
+	if got, err := c.ShareMember(ctx, "g", "m1"); got || !errors.Is(err, context.Canceled) {
+		t.Fatalf("ShareMember with its caller gone = %v, %v; want false and the caller's error", got, err)
+	}
+	if got, err := c.ShareGroupHasMembers(ctx, "g"); got || !errors.Is(err, context.Canceled) {
+		t.Fatalf("ShareGroupHasMembers with its caller gone = %v, %v; want false and the caller's error", got, err)
+	}
+}
