@@ -417,8 +417,18 @@ func (b *Broker) startBackground() {
 	if b.cfg.GroupShareEnable {
 		// Share group members silent past their session timeout leave,
 		// their records released on every node (sharegroup/sharepeer).
+		// The questions to other nodes end when the node stops, instead
+		// of holding its stop up to the peer timeout: a question cut
+		// short keeps the members it asked about.
+		expireCtx, cancelExpire := context.WithCancel(context.Background())
+		b.bg.Add(1)
+		go func() {
+			defer b.bg.Done()
+			<-b.stop
+			cancelExpire()
+		}()
 		b.every("share-expire", shareExpireInterval, func() error {
-			b.core.ShareExpire(context.Background())
+			b.core.ShareExpire(expireCtx)
 			return nil
 		})
 	}
