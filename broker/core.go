@@ -99,7 +99,7 @@ type sharePeerNode struct{ b *Broker }
 
 func (n sharePeerNode) Brokers() []metadata.BrokerInfo { return n.b.cluster.image().Brokers() }
 func (n sharePeerNode) Conn(id int32) (grpc.ClientConnInterface, error) {
-	cc, _, err := coreForwarder{n.b}.conn(id)
+	cc, _, err := coreForwarder(n).conn(id)
 	if err != nil {
 		return nil, err
 	}
