@@ -19,6 +19,7 @@ import (
 	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/broker"
 	"github.com/quirelog/quire/broker/brokertest"
+	"github.com/quirelog/quire/internal/poll"
 	"github.com/quirelog/quire/metadata"
 )
 
@@ -561,7 +562,17 @@ func testKafkaStaticMember(t *testing.T, protocol groupProtocol) {
 		t.Fatalf("after the static member's restart: epoch %d, static %+v, other %+v; before: epoch %d, static %+v, other %+v",
 			epoch2, static2, dynamic2, epoch, static, dynamic)
 	}
-	if id, _ := second.GroupMetadata(); id != static2.id {
+	// The coordinator lists the member once it has answered its join; the
+	// client learns its member id only when it has read that answer,
+	// which on a loaded machine may come after the group looks settled.
+	var id string
+	poll.Until(t, "the restarted member to read its member id from its join's answer", func() error {
+		if id, _ = second.GroupMetadata(); id == "" {
+			return fmt.Errorf("no member id yet; the group's static member is %q", static2.id)
+		}
+		return nil
+	})
+	if id != static2.id {
 		t.Fatalf("the restarted member is %q, the group's static member %q", id, static2.id)
 	}
 

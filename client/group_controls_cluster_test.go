@@ -61,7 +61,12 @@ func TestClusterGroupConsumerControls(t *testing.T) {
 	}))
 	ctx := clusterCtx(t, 3*time.Minute)
 	c.WaitController(ctx)
-	cl := clusterClient(t, c, nil, client.RecordPartitioner(client.ManualPartitioner()))
+	// CommitAsync takes no context: the client's request timeout bounds
+	// each commit, its retries included. The brokers ride out a
+	// controller election within it, which on a loaded machine (an
+	// election, then the commit again on the new controller) takes more
+	// than the 5 s clusterClient sets; 30 s is the client's default.
+	cl := clusterClient(t, c, nil, client.RecordPartitioner(client.ManualPartitioner()), client.RequestTimeout(30*time.Second))
 	if _, err := cl.CreateTopic(ctx, client.TopicSpec{Name: "ctl", Partitions: 2, ReplicationFactor: 3}); err != nil {
 		t.Fatal(err)
 	}

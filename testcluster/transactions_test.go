@@ -244,7 +244,7 @@ func (a *ctpApp) next(ctx context.Context, k int) []*client.Record {
 // the writes of two partitions it calls between, if not nil.
 func (a *ctpApp) transform(ctx context.Context, batch []*client.Record, between func()) error {
 	if err := a.tx.Begin(); err != nil {
-		return err
+		return fmt.Errorf("begin: %w", err)
 	}
 	out := map[int32][]*client.Record{}
 	next := map[int32]int64{}
@@ -258,7 +258,7 @@ func (a *ctpApp) transform(ctx context.Context, batch []*client.Record, between 
 			continue
 		}
 		if _, err := a.tx.Produce(ctx, ctpOut, p, out[p]...); err != nil {
-			return err
+			return fmt.Errorf("produce to %s-%d: %w", ctpOut, p, err)
 		}
 		if between != nil {
 			between()
@@ -269,7 +269,10 @@ func (a *ctpApp) transform(ctx context.Context, batch []*client.Record, between 
 	for p, o := range next {
 		offs = append(offs, client.OffsetCommit{Topic: ctpIn, Partition: p, Offset: o, LeaderEpoch: -1})
 	}
-	return a.tx.SendOffsets(ctx, ctpGroup, offs...)
+	if err := a.tx.SendOffsets(ctx, ctpGroup, offs...); err != nil {
+		return fmt.Errorf("send the group's offsets: %w", err)
+	}
+	return nil
 }
 
 func (a *ctpApp) close() {
@@ -318,59 +321,76 @@ func TestClusterTransactionsSurviveControllerAndApplicationKill(t *testing.T) {
 	done := app.committed(ctx)
 	aborted := 0 // output records of transactions that never committed
 	var controller, leader int32
+	// Each step has a deadline of its own, far above what one takes on
+	// a loaded machine: a step that hangs fails as that step, while a
+	// run that is slow throughout (metadata elections under load, three
+	// kills each waiting out a session) is not cut short by one budget
+	// for the whole test.
+	const stepTimeout = 2 * time.Minute
+	maxSteps := 3 * n / per // every step but the few planned failures commits a batch
 	for step := 1; done < n; step++ {
-		batch := app.next(ctx, per)
-		var between func()
-		if step == 9 {
-			// Restart the controller killed at step 6, then kill the
-			// leader of an output partition in the middle of a
-			// transaction: its next write goes to the new leader.
-			c.Restart(controller)
-			between = func() {
-				leader, _ = c.WaitLeader(ctx, ctpOut, 2)
-				t.Logf("killing node %d, leader of %s-2, in the middle of a transaction", leader, ctpOut)
-				c.Kill(leader)
+		if step > maxSteps {
+			t.Fatalf("%d steps, and the group's offsets say %d of %d inputs are processed", maxSteps, done, n)
+		}
+		func() {
+			ctx, cancel := context.WithTimeout(context.Background(), stepTimeout)
+			defer cancel()
+			batch := app.next(ctx, per)
+			var between func()
+			if step == 9 {
+				// Restart the controller killed at step 6, then kill the
+				// leader of an output partition in the middle of a
+				// transaction: its next write goes to the new leader.
+				c.Restart(controller)
+				between = func() {
+					leader, _ = c.WaitLeader(ctx, ctpOut, 2)
+					t.Logf("killing node %d, leader of %s-2, in the middle of a transaction", leader, ctpOut)
+					c.Kill(leader)
+				}
 			}
-		}
-		if err := app.transform(ctx, batch, between); err != nil {
-			t.Fatalf("step %d: %v", step, err)
-		}
-		switch step {
-		case 2:
-			if err := app.tx.Abort(ctx); err != nil {
-				t.Fatalf("abort: %v", err)
+			if err := app.transform(ctx, batch, between); err != nil {
+				t.Fatalf("step %d: %v", step, err)
 			}
-			aborted += len(batch)
-			app.rewind(ctx)
-			continue
-		case 4:
-			// The application dies with the transaction open; a new
-			// instance takes over.
-			zombie := app
-			app = startCTP(t, ctx, c)
-			_, err := zombie.tx.Produce(ctx, ctpOut, 0, &client.Record{Value: []byte("zombie")})
-			if code := client.ErrorCode(err); code != quirev1.ErrorCode_PRODUCER_FENCED && code != quirev1.ErrorCode_INVALID_PRODUCER_EPOCH {
-				t.Fatalf("the fenced instance's write: %v, want PRODUCER_FENCED", err)
+			switch step {
+			case 2:
+				if err := app.tx.Abort(ctx); err != nil {
+					t.Fatalf("abort: %v", err)
+				}
+				aborted += len(batch)
+				app.rewind(ctx)
+				return
+			case 4:
+				// The application dies with the transaction open; a new
+				// instance takes over.
+				zombie := app
+				app = startCTP(t, ctx, c)
+				_, err := zombie.tx.Produce(ctx, ctpOut, 0, &client.Record{Value: []byte("zombie")})
+				if code := client.ErrorCode(err); code != quirev1.ErrorCode_PRODUCER_FENCED && code != quirev1.ErrorCode_INVALID_PRODUCER_EPOCH {
+					t.Fatalf("the fenced instance's write: %v, want PRODUCER_FENCED", err)
+				}
+				zombie.close()
+				aborted += len(batch)
+				done = app.committed(ctx)
+				return
+			case 6:
+				controller = c.WaitController(ctx)
+				t.Logf("killing node %d, the controller, before a commit", controller)
+				c.Kill(controller)
 			}
-			zombie.close()
-			aborted += len(batch)
-			done = app.committed(ctx)
-			continue
-		case 6:
-			controller = c.WaitController(ctx)
-			t.Logf("killing node %d, the controller, before a commit", controller)
-			c.Kill(controller)
-		}
-		if err := app.tx.Commit(ctx); err != nil {
-			// An unknown outcome: the new Transaction settles it, and
-			// the group's offsets say where to go on from.
-			t.Logf("step %d: commit: %v", step, err)
-			app.restart(ctx)
-			done = app.committed(ctx)
-			continue
-		}
-		done += int64(len(batch))
+			if err := app.tx.Commit(ctx); err != nil {
+				// An unknown outcome: the new Transaction settles it, and
+				// the group's offsets say where to go on from.
+				t.Logf("step %d: commit: %v", step, err)
+				app.restart(ctx)
+				done = app.committed(ctx)
+				return
+			}
+			done += int64(len(batch))
+		}()
 	}
+	// The checks get a deadline of their own too.
+	ctx, cancel = context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
 	if leader == 0 {
 		t.Fatalf("the input was all processed before the leader kill")
 	}
