@@ -128,6 +128,10 @@ func TestAdminCreateTopicBadInput(t *testing.T) {
 		{"bad config value", &quirev1.CreateTopicRequest{Name: "t", Configs: map[string]string{"retention.ms": "soon"}}, quirev1.ErrorCode_INVALID_CONFIG, "retention.ms"},
 		{"config below range", &quirev1.CreateTopicRequest{Name: "t", Configs: map[string]string{"min.insync.replicas": "0"}}, quirev1.ErrorCode_INVALID_CONFIG, "min.insync.replicas"},
 		{"bad cleanup policy", &quirev1.CreateTopicRequest{Name: "t", Configs: map[string]string{"cleanup.policy": "compact,shred"}}, quirev1.ErrorCode_INVALID_CONFIG, "cleanup.policy"},
+		{"short topic id", &quirev1.CreateTopicRequest{Name: "t", TopicId: "abc"}, quirev1.ErrorCode_INVALID_REQUEST, `topic id "abc"`},
+		{"zero topic id", &quirev1.CreateTopicRequest{Name: "t", TopicId: "AAAAAAAAAAAAAAAAAAAAAA"}, quirev1.ErrorCode_INVALID_REQUEST, "zero id"},
+		{"padded topic id", &quirev1.CreateTopicRequest{Name: "t", TopicId: "AAECAwQFBgcICQoLDA0ODw=="}, quirev1.ErrorCode_INVALID_REQUEST, "base64url"},
+		{"validate-only bad topic id", &quirev1.CreateTopicRequest{Name: "t", TopicId: "a uuid", ValidateOnly: true}, quirev1.ErrorCode_INVALID_REQUEST, "a uuid"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -142,6 +146,40 @@ func TestAdminCreateTopicBadInput(t *testing.T) {
 	// The longest valid name is fine.
 	createTopic(t, c, strings.Repeat("a", 249), 1, nil)
 	createTopic(t, c, "Valid_name-1.x", 1, nil)
+}
+
+// A create naming its topic id is answered as created when the topic
+// with that id is there (a retry of a create that committed), with the
+// topic's description and an index that has it; another id is
+// TOPIC_ALREADY_EXISTS.
+func TestAdminCreateTopicWithID(t *testing.T) {
+	t.Parallel()
+	_, c := start(t, noAutoCreate)
+	ctx := ctxT(t)
+	const id = "AAECAwQFBgcICQoLDA0ODw"
+	req := &quirev1.CreateTopicRequest{Name: "once", TopicId: id, OptionalPartitions: &quirev1.CreateTopicRequest_Partitions{Partitions: 2}}
+	first, err := c.admin.CreateTopic(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.Topic.TopicId != id || len(first.Topic.Partitions) != 2 || first.MetadataIndex == 0 {
+		t.Fatalf("created %v at %d, want id %s and 2 partitions", first.Topic, first.MetadataIndex, id)
+	}
+	again, err := c.admin.CreateTopic(ctx, req)
+	if err != nil {
+		t.Fatalf("the same create again: %v", err)
+	}
+	if again.Topic.TopicId != id || len(again.Topic.Partitions) != 2 || again.MetadataIndex < first.MetadataIndex {
+		t.Errorf("the same create again answered %v at %d, want the topic created at %d", again.Topic, again.MetadataIndex, first.MetadataIndex)
+	}
+	_, err = c.admin.CreateTopic(ctx, &quirev1.CreateTopicRequest{Name: "once", TopicId: "_-8AAAAAAAAAAAAAAAAAAA"})
+	wantStatus(t, err, codes.AlreadyExists, quirev1.ErrorCode_TOPIC_ALREADY_EXISTS, "once")
+	_, err = c.admin.CreateTopic(ctx, &quirev1.CreateTopicRequest{Name: "once"})
+	wantStatus(t, err, codes.AlreadyExists, quirev1.ErrorCode_TOPIC_ALREADY_EXISTS, "once")
+	lr, err := c.admin.ListTopics(ctx, &quirev1.ListTopicsRequest{})
+	if err != nil || len(lr.Topics) != 1 || lr.Topics[0].TopicId != id {
+		t.Fatalf("topics: %v %v, want one, with id %s", lr, err, id)
+	}
 }
 
 func TestAdminDeleteTopic(t *testing.T) {

@@ -700,3 +700,24 @@ func NewTopicID() (string, error) {
 	}
 	return base64.RawURLEncoding.EncodeToString(b[:]), nil
 }
+
+// topicIDEncoding reads topic ids as NewTopicID writes them: strictly, so
+// that one 16-byte id has one spelling.
+var topicIDEncoding = base64.RawURLEncoding.Strict()
+
+// CheckTopicID says why id is not a topic id as NewTopicID makes them: 22
+// characters of unpadded base64url, in canonical form, of 16 bytes not
+// all zero (Kafka's zero id means "no id").
+func CheckTopicID(id string) error {
+	if len(id) != 22 {
+		return fmt.Errorf("topic id %q is %d characters, want 22: 16 bytes in unpadded base64url", id, len(id))
+	}
+	b, err := topicIDEncoding.DecodeString(id)
+	switch {
+	case err != nil:
+		return fmt.Errorf("topic id %q is not 16 bytes in canonical unpadded base64url: %v", id, err)
+	case [16]byte(b) == [16]byte{}:
+		return fmt.Errorf("topic id %q is the zero id, which means no id", id)
+	}
+	return nil
+}

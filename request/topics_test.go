@@ -50,7 +50,11 @@ func topicOf(name string, partitions int32, rf int16, configs map[string]string)
 
 func (c *controller) CreateTopic(_ context.Context, spec metadata.TopicSpec) (metadata.TopicInfo, uint64, error) {
 	c.record("create %s %d %d %v", spec.Name, spec.Partitions, spec.ReplicationFactor, spec.Configs)
-	return topicOf(spec.Name, spec.Partitions, spec.ReplicationFactor, spec.Configs), 7, nil
+	t := topicOf(spec.Name, spec.Partitions, spec.ReplicationFactor, spec.Configs)
+	if spec.ID != "" {
+		t.ID = spec.ID
+	}
+	return t, 7, nil
 }
 
 func (c *controller) DeleteTopic(_ context.Context, name, _ string) (uint64, error) {
@@ -194,6 +198,97 @@ func TestCoreCreateTopic(t *testing.T) {
 	}
 	if got := ctl.written(); got != "create n 3 2 map[retention.ms:5]" {
 		t.Errorf("controller asked %q after the refusals", got)
+	}
+}
+
+// madeCluster is the metadata of cluster plus topic "made", with id
+// madeID.
+type madeCluster struct{ cluster }
+
+const madeID = "AAECAwQFBgcICQoLDA0ODw"
+
+func (c madeCluster) Topic(name string) (metadata.TopicInfo, bool) {
+	if name == "made" {
+		t := topicOf("made", 2, 1, nil)
+		t.ID = madeID
+		return t, true
+	}
+	return c.cluster.Topic(name)
+}
+
+// A create that names its topic id is exactly-once: the topic of that
+// name with that id is answered as created (by the controller, which
+// answers it so, with an index that has it), even when the brokers would
+// no longer take it; another id, or none, is TOPIC_ALREADY_EXISTS; an id
+// that is not one the node could have made is refused before anything.
+func TestCoreCreateTopicID(t *testing.T) {
+	c, ctl := adminCore(t, func(cfg *request.Config) { cfg.Cluster = madeCluster{} })
+	ctx := ctxT(t)
+	other := "_-8AAAAAAAAAAAAAAAAAAA"
+	for _, id := range []string{madeID, other} {
+		if err := metadata.CheckTopicID(id); err != nil {
+			t.Fatalf("%s: %v", id, err)
+		}
+	}
+
+	out, err := c.CreateTopic(ctx, &request.CreateTopicRequest{Name: "made", TopicID: madeID})
+	if err != nil {
+		t.Fatalf("retried create: %v", err)
+	}
+	if out.Topic.ID != madeID || out.Topic.Name != "made" || out.MetadataIndex != 7 {
+		t.Errorf("retried create answered %+v at %d, want topic made with id %s at index 7", out.Topic, out.MetadataIndex, madeID)
+	}
+	if got := ctl.written(); got != "create made 3 2 map[]" {
+		t.Errorf("controller asked %q, want the create passed on with its id", got)
+	}
+	// The brokers are gone since the first attempt: the topic is there
+	// all the same. Validate-only answers it without the controller.
+	ctl.live = 0
+	out, err = c.CreateTopic(ctx, &request.CreateTopicRequest{Name: "made", TopicID: madeID, ValidateOnly: true})
+	if err != nil || out.Topic.ID != madeID || out.MetadataIndex != 0 {
+		t.Errorf("validate-only retried create: %+v, %v; want topic made with id %s", out, err, madeID)
+	}
+	out, err = c.CreateTopic(ctx, &request.CreateTopicRequest{Name: "made", TopicID: madeID})
+	if err != nil || out.Topic.ID != madeID {
+		t.Errorf("retried create with no live broker: %+v, %v", out, err)
+	}
+	ctl.live = 3
+
+	out, err = c.CreateTopic(ctx, &request.CreateTopicRequest{Name: "fresh", TopicID: other})
+	if err != nil || out.Topic.ID != other {
+		t.Errorf("create with an id: %+v, %v; want id %s", out, err, other)
+	}
+	ctl.mu.Lock()
+	ctl.writes = nil
+	ctl.mu.Unlock()
+
+	isErr(t, "another id", func() error {
+		_, err := c.CreateTopic(ctx, &request.CreateTopicRequest{Name: "made", TopicID: other})
+		return err
+	}(), metadata.ErrTopicExists)
+	isErr(t, "no id", func() error {
+		_, err := c.CreateTopic(ctx, &request.CreateTopicRequest{Name: "made"})
+		return err
+	}(), metadata.ErrTopicExists)
+	for _, id := range []string{
+		"x",                        // too short
+		"AAECAwQFBgcICQoLDA0ODw==", // padded
+		"AAECAwQFBgcICQoLDA0ODx",   // trailing bits set: not canonical
+		"AAECAwQFBgcICQoLDA0OD+",   // standard base64, not URL-safe
+		"AAAAAAAAAAAAAAAAAAAAAA",   // the zero id
+		"AAECAwQFBgcICQoLDA0ODxAR", // 18 bytes
+		"id-made",
+	} {
+		_, err := c.CreateTopic(ctx, &request.CreateTopicRequest{Name: "made", TopicID: id})
+		isErr(t, "topic id "+id, err, replica.ErrInvalidRequest)
+		if err != nil && !strings.Contains(err.Error(), "topic id") {
+			t.Errorf("topic id %s: %v does not say what was wrong", id, err)
+		}
+		_, err = c.CreateTopic(ctx, &request.CreateTopicRequest{Name: "unmade", TopicID: id, ValidateOnly: true})
+		isErr(t, "validate-only topic id "+id, err, replica.ErrInvalidRequest)
+	}
+	if got := ctl.written(); got != "" {
+		t.Errorf("controller asked %q for refused creates", got)
 	}
 }
 

@@ -70,6 +70,8 @@ func (s *sweep) grpcHostile(ctx context.Context) {
 		{"name of 100 KiB", &quirev1.CreateTopicRequest{Name: huge}, []codes.Code{inv}},
 		{"name with é", &quirev1.CreateTopicRequest{Name: "caf\u00e9"}, []codes.Code{inv}},
 		{"name with NUL", &quirev1.CreateTopicRequest{Name: "a\x00b"}, []codes.Code{inv}},
+		{"topic id not base64url", &quirev1.CreateTopicRequest{Name: "hx", TopicId: "not an id"}, []codes.Code{inv}},
+		{"topic id of 100 KiB", &quirev1.CreateTopicRequest{Name: "hx", TopicId: huge}, []codes.Code{inv}},
 		{"partitions -1", &quirev1.CreateTopicRequest{Name: "hx", OptionalPartitions: parts(-1)}, []codes.Code{inv}},
 		{"partitions 0", &quirev1.CreateTopicRequest{Name: "hx", OptionalPartitions: parts(0)}, []codes.Code{inv}},
 		{"replication factor 0", &quirev1.CreateTopicRequest{Name: "hx", OptionalReplicationFactor: rf(0)}, []codes.Code{inv}},
