@@ -474,9 +474,10 @@ func TestClientClusterCreateTopicDuringControllerElection(t *testing.T) {
 func TestClientClusterCreateTopicRetriedUntilQuorumReturns(t *testing.T) {
 	t.Parallel()
 	// A write that times out may still commit: one proposed before its
-	// deadline and committed after it is retried and answered
-	// TOPIC_ALREADY_EXISTS. The quorum is restarted right after a refusal,
-	// so the attempt then under way has the whole write timeout for the
+	// deadline and committed after it is retried with the same topic id
+	// and answered as created, so a TOPIC_ALREADY_EXISTS here means the
+	// id did not hold. The quorum is restarted right after a refusal, so
+	// the attempt then under way has the whole write timeout for the
 	// restart, the election and the commit; with the harness's 3 s a
 	// loaded machine took longer, so the nodes wait 20 s (the first
 	// refusal comes that late) and the client's requests 40 s.
