@@ -162,19 +162,21 @@ func adminRetriable(err error) bool {
 }
 
 // CreateTopic creates a topic and returns its description. It rides out a
-// controller election (see admin), exactly once: it picks the topic's id
-// before the first attempt and sends it with every retry
-// (CreateTopicRequest.topic_id), so when an attempt's outcome is unknown
-// to the client (the node handling it failed or timed out just as the
-// controller committed), the retry finds the topic that attempt created,
-// with that id, and answers it as created; TOPIC_ALREADY_EXISTS means a
-// topic of that name made by someone else.
+// controller election (see admin), exactly once: it picks a random
+// request id before the first attempt and sends it with every retry
+// (CreateTopicRequest.request_id), so when an attempt's outcome is
+// unknown to the client (the node handling it failed or timed out just
+// as the controller committed), the retry finds the topic that attempt
+// created, kept with that request id, and answers it as created;
+// TOPIC_ALREADY_EXISTS means a topic of that name made by another
+// create. A cluster below metadata.version 18 keeps no request id: there
+// such a retry is TOPIC_ALREADY_EXISTS.
 func (c *Client) CreateTopic(ctx context.Context, spec TopicSpec) (*TopicDescription, error) {
-	id, err := newTopicID()
+	rid, err := newRequestID()
 	if err != nil {
 		return nil, err
 	}
-	req := &quirev1.CreateTopicRequest{Name: spec.Name, Configs: spec.Configs, TopicId: id}
+	req := &quirev1.CreateTopicRequest{Name: spec.Name, Configs: spec.Configs, RequestId: rid}
 	if spec.Partitions != 0 {
 		req.OptionalPartitions = &quirev1.CreateTopicRequest_Partitions{Partitions: spec.Partitions}
 	}
@@ -194,14 +196,12 @@ func (c *Client) CreateTopic(ctx context.Context, spec TopicSpec) (*TopicDescrip
 	return topicDesc(resp.GetTopic()), nil
 }
 
-// newTopicID returns a random topic id as the nodes write them: 16 bytes
-// (never all zero), unpadded base64url.
-func newTopicID() (string, error) {
+// newRequestID returns a random CreateTopic request id: 16 bytes in
+// unpadded base64url, 22 characters of printable ASCII.
+func newRequestID() (string, error) {
 	var b [16]byte
-	for b == [16]byte{} {
-		if _, err := rand.Read(b[:]); err != nil {
-			return "", fmt.Errorf("client: topic id: %w", err)
-		}
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("client: create request id: %w", err)
 	}
 	return base64.RawURLEncoding.EncodeToString(b[:]), nil
 }

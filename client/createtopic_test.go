@@ -13,6 +13,7 @@ import (
 	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/broker/brokertest"
 	"github.com/quirelog/quire/client"
+	"github.com/quirelog/quire/metadata"
 )
 
 // lostAnswer is a unary interceptor that lets the first CreateTopic reach
@@ -50,12 +51,14 @@ func (l *lostAnswer) requests() []*quirev1.CreateTopicRequest {
 
 // TestClientCreateTopicRetryAfterLostAnswer: a CreateTopic whose first
 // attempt created the topic but whose answer was lost is retried with the
-// same topic id and answered with the topic that attempt created, not
+// same request id and answered with the topic that attempt created, not
 // TOPIC_ALREADY_EXISTS; a later CreateTopic of the same name, a new call
-// with its own id, still is TOPIC_ALREADY_EXISTS.
+// with its own request id, still is TOPIC_ALREADY_EXISTS.
 func TestClientCreateTopicRetryAfterLostAnswer(t *testing.T) {
 	t.Parallel()
 	b := brokertest.Start(t)
+	// Request ids are kept from the level the node raises to on its own.
+	brokertest.WaitMetadataVersion(t, b, metadata.MetadataVersionCreateRequestID)
 	var lost lostAnswer
 	cl := newClient(t, b.Addr(), lost.opt())
 	ctx := testCtx(t)
@@ -68,23 +71,23 @@ func TestClientCreateTopicRetryAfterLostAnswer(t *testing.T) {
 	if len(sent) != 2 {
 		t.Fatalf("%d CreateTopic attempts, want 2 (the lost one and its retry)", len(sent))
 	}
-	id := sent[0].GetTopicId()
-	if id == "" || sent[1].GetTopicId() != id {
-		t.Fatalf("attempts carried topic ids %q and %q, want one id for both", id, sent[1].GetTopicId())
+	rid := sent[0].GetRequestId()
+	if rid == "" || sent[1].GetRequestId() != rid {
+		t.Fatalf("attempts carried request ids %q and %q, want one for both", rid, sent[1].GetRequestId())
 	}
-	if d.Name != "lost-answer" || d.ID != id || len(d.Partitions) != 2 {
-		t.Fatalf("answered %+v, want topic lost-answer with id %s and 2 partitions", d, id)
+	if d.Name != "lost-answer" || d.ID == "" || d.ID == rid || len(d.Partitions) != 2 {
+		t.Fatalf("answered %+v, want topic lost-answer with an id of the node's and 2 partitions", d)
 	}
 	ds, err := cl.DescribeTopics(ctx, "lost-answer")
-	if err != nil || len(ds) != 1 || ds[0].ID != id {
-		t.Fatalf("describe: %+v, %v; want the topic with id %s", ds, err, id)
+	if err != nil || len(ds) != 1 || ds[0].ID != d.ID {
+		t.Fatalf("describe: %+v, %v; want the topic with id %s", ds, err, d.ID)
 	}
 
 	_, err = cl.CreateTopic(ctx, client.TopicSpec{Name: "lost-answer", Partitions: 2})
 	if client.ErrorCode(err) != quirev1.ErrorCode_TOPIC_ALREADY_EXISTS {
 		t.Fatalf("a second CreateTopic: %v, want TOPIC_ALREADY_EXISTS", err)
 	}
-	if sent := lost.requests(); len(sent) != 3 || sent[2].GetTopicId() == id || sent[2].GetTopicId() == "" {
-		t.Fatalf("the second CreateTopic sent %v, want a fresh id", sent[len(sent)-1])
+	if sent := lost.requests(); len(sent) != 3 || sent[2].GetRequestId() == rid || sent[2].GetRequestId() == "" {
+		t.Fatalf("the second CreateTopic sent %v, want a fresh request id", sent[len(sent)-1])
 	}
 }

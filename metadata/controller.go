@@ -26,8 +26,14 @@ type TopicSpec struct {
 	Assignment        [][]int32
 	// ID, when set, names the topic's id. A create retried with the same ID
 	// after an ambiguous failure (a controller change mid-request) answers
-	// the existing topic instead of ErrTopicExists.
+	// the existing topic instead of ErrTopicExists. Only the node sets it,
+	// with a fresh NewTopicID: a client never names a topic's id.
 	ID string
+	// RequestID is the client's idempotency key (quire.v1
+	// CreateTopicRequest.request_id), "" none: kept with the topic from
+	// metadata.version 18 (ignored below), and a topic of this name
+	// created with it answers the create instead of ErrTopicExists.
+	RequestID string
 }
 
 // Controller holds the controller operations and, while this node is the
@@ -234,7 +240,7 @@ func (c *Controller) CreateTopic(ctx context.Context, spec TopicSpec) (TopicInfo
 	}
 	img := c.n.Image()
 	if t, ok := img.topics[spec.Name]; ok {
-		if spec.ID != "" && t.ID == spec.ID {
+		if (spec.ID != "" && t.ID == spec.ID) || t.CreatedBy(spec.RequestID) {
 			return t.clone(), nil
 		}
 		return TopicInfo{}, fmt.Errorf("%w: %q", ErrTopicExists, spec.Name)
@@ -250,6 +256,9 @@ func (c *Controller) CreateTopic(ctx context.Context, spec TopicSpec) (TopicInfo
 		}
 	}
 	cmd := &pb.CreateTopic{Name: spec.Name, TopicId: id, Configs: spec.Configs, Partitions: assignments(img, 0, assign)}
+	if img.metadataVersion() >= MetadataVersionCreateRequestID {
+		cmd.RequestId = spec.RequestID
+	}
 	resp, err := c.raftApply(ctx, &pb.Command{Cmd: &pb.Command_CreateTopic{CreateTopic: cmd}})
 	if err != nil {
 		return TopicInfo{}, err
@@ -699,25 +708,4 @@ func NewTopicID() (string, error) {
 		return "", fmt.Errorf("metadata: topic id: %w", err)
 	}
 	return base64.RawURLEncoding.EncodeToString(b[:]), nil
-}
-
-// topicIDEncoding reads topic ids as NewTopicID writes them: strictly, so
-// that one 16-byte id has one spelling.
-var topicIDEncoding = base64.RawURLEncoding.Strict()
-
-// CheckTopicID says why id is not a topic id as NewTopicID makes them: 22
-// characters of unpadded base64url, in canonical form, of 16 bytes not
-// all zero (Kafka's zero id means "no id").
-func CheckTopicID(id string) error {
-	if len(id) != 22 {
-		return fmt.Errorf("topic id %q is %d characters, want 22: 16 bytes in unpadded base64url", id, len(id))
-	}
-	b, err := topicIDEncoding.DecodeString(id)
-	switch {
-	case err != nil:
-		return fmt.Errorf("topic id %q is not 16 bytes in canonical unpadded base64url: %v", id, err)
-	case [16]byte(b) == [16]byte{}:
-		return fmt.Errorf("topic id %q is the zero id, which means no id", id)
-	}
-	return nil
 }

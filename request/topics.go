@@ -8,7 +8,6 @@ import (
 
 	"github.com/quirelog/quire/auth"
 	"github.com/quirelog/quire/metadata"
-	"github.com/quirelog/quire/replica"
 )
 
 // Topic and config administration: the checks a topic write must pass
@@ -90,12 +89,12 @@ type CreateTopicRequest struct {
 	Partitions        *int32
 	ReplicationFactor *int32
 	Configs           map[string]string
-	// TopicID, when given, is the id the topic gets if this request
-	// creates it (a 16-byte id in unpadded base64url, as
-	// metadata.NewTopicID makes them); empty, the node picks one. It
-	// makes a retry exactly-once: a topic of this name with this id is
-	// the one an earlier attempt created, and is answered as created.
-	TopicID string
+	// RequestID, when given, is the client's idempotency key
+	// (ValidateCreateRequestID): the controller keeps it with the topic
+	// it creates (from metadata.version 18), and a topic of this name
+	// created with it is the one an earlier attempt created, answered as
+	// created. It is never the topic's id, which the node picks.
+	RequestID string
 	// ValidateOnly makes every check and creates nothing.
 	ValidateOnly bool
 }
@@ -146,9 +145,9 @@ func (c *Core) CreateTopic(ctx context.Context, req *CreateTopicRequest) (*Creat
 	if err := ValidateTopicName(req.Name); err != nil {
 		return nil, c.fail(err)
 	}
-	if req.TopicID != "" {
-		if err := metadata.CheckTopicID(req.TopicID); err != nil {
-			return nil, c.fail(fmt.Errorf("%w: topic %q: %v", replica.ErrInvalidRequest, req.Name, err))
+	if req.RequestID != "" {
+		if err := ValidateCreateRequestID(req.RequestID); err != nil {
+			return nil, c.fail(fmt.Errorf("topic %q: %w", req.Name, err))
 		}
 	}
 	a := c.cfg.Admin
@@ -172,19 +171,18 @@ func (c *Core) CreateTopic(ctx context.Context, req *CreateTopicRequest) (*Creat
 			return nil, c.fail(fmt.Errorf("topic %q: %w", req.Name, err))
 		}
 	}
-	spec := metadata.TopicSpec{Name: req.Name, Partitions: partitions, ReplicationFactor: int16(rf), Configs: req.Configs, ID: req.TopicID}
 	if t, ok := c.cfg.Cluster.Topic(req.Name); ok {
-		if req.TopicID == "" || t.ID != req.TopicID {
+		if !t.CreatedBy(req.RequestID) {
 			return nil, c.fail(fmt.Errorf("%w: topic %q", metadata.ErrTopicExists, req.Name))
 		}
 		// A retry of a create that committed: the live brokers and
 		// their budgets may have changed since, but the topic is
-		// there. The controller answers it as created, as it does the
-		// node's own retries, with the index of an image that has it.
-		if req.ValidateOnly {
-			return &CreateTopicResult{Topic: c.Describe(ctx, []metadata.TopicInfo{t})[0]}, nil
+		// there, in this node's image, which answers it.
+		out := &CreateTopicResult{Topic: c.Describe(ctx, []metadata.TopicInfo{t})[0]}
+		if d := a.Describer; d != nil && !req.ValidateOnly {
+			out.MetadataIndex = d.MetadataIndex()
 		}
-		return c.createTopic(ctx, ctl, spec)
+		return out, nil
 	}
 	if live := ctl.LiveBrokers(); live == 0 {
 		return nil, c.fail(fmt.Errorf("%w: topic %q: no live brokers yet; the cluster is starting", ErrBrokersNotReady, req.Name))
@@ -192,20 +190,16 @@ func (c *Core) CreateTopic(ctx context.Context, req *CreateTopicRequest) (*Creat
 		return nil, c.fail(fmt.Errorf("%w: topic %q: replication factor %d is larger than the %d live broker(s)",
 			ErrInvalidReplicationFactor, req.Name, rf, live))
 	}
+	spec := metadata.TopicSpec{Name: req.Name, Partitions: partitions, ReplicationFactor: int16(rf), Configs: req.Configs, RequestID: req.RequestID}
 	if err := ctl.PlanTopic(spec); err != nil {
 		return nil, c.fail(err)
 	}
 	if req.ValidateOnly {
 		return &CreateTopicResult{Topic: TopicDescription{Name: req.Name, Configs: req.Configs}}, nil
 	}
-	return c.createTopic(ctx, ctl, spec)
-}
-
-// createTopic has the controller create spec and describes the topic.
-func (c *Core) createTopic(ctx context.Context, ctl Controller, spec metadata.TopicSpec) (*CreateTopicResult, error) {
 	t, index, err := ctl.CreateTopic(ctx, spec)
 	if err != nil {
-		return nil, c.fail(fmt.Errorf("create topic %q: %w", spec.Name, err))
+		return nil, c.fail(fmt.Errorf("create topic %q: %w", req.Name, err))
 	}
 	return &CreateTopicResult{Topic: c.Describe(ctx, []metadata.TopicInfo{t})[0], MetadataIndex: index}, nil
 }
