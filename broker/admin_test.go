@@ -10,6 +10,8 @@ import (
 
 	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/broker"
+	"github.com/quirelog/quire/broker/brokertest"
+	"github.com/quirelog/quire/metadata"
 )
 
 func TestBrokerHealthAndReflection(t *testing.T) {
@@ -128,6 +130,9 @@ func TestAdminCreateTopicBadInput(t *testing.T) {
 		{"bad config value", &quirev1.CreateTopicRequest{Name: "t", Configs: map[string]string{"retention.ms": "soon"}}, quirev1.ErrorCode_INVALID_CONFIG, "retention.ms"},
 		{"config below range", &quirev1.CreateTopicRequest{Name: "t", Configs: map[string]string{"min.insync.replicas": "0"}}, quirev1.ErrorCode_INVALID_CONFIG, "min.insync.replicas"},
 		{"bad cleanup policy", &quirev1.CreateTopicRequest{Name: "t", Configs: map[string]string{"cleanup.policy": "compact,shred"}}, quirev1.ErrorCode_INVALID_CONFIG, "cleanup.policy"},
+		{"long request id", &quirev1.CreateTopicRequest{Name: "t", RequestId: strings.Repeat("r", 65)}, quirev1.ErrorCode_INVALID_REQUEST, "request id is 65 bytes, the limit is 64"},
+		{"request id with a newline", &quirev1.CreateTopicRequest{Name: "t", RequestId: "a\nb"}, quirev1.ErrorCode_INVALID_REQUEST, "byte 0x0a"},
+		{"validate-only request id with é", &quirev1.CreateTopicRequest{Name: "t", RequestId: "caf\u00e9", ValidateOnly: true}, quirev1.ErrorCode_INVALID_REQUEST, "only printable ASCII"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -142,6 +147,56 @@ func TestAdminCreateTopicBadInput(t *testing.T) {
 	// The longest valid name is fine.
 	createTopic(t, c, strings.Repeat("a", 249), 1, nil)
 	createTopic(t, c, "Valid_name-1.x", 1, nil)
+}
+
+// A create with a request id is answered as created when the topic of
+// that name was created with that request id (a retry of a create that
+// committed), with the topic's description and an index that has it;
+// another request id, or none, is TOPIC_ALREADY_EXISTS. The request id
+// never becomes the topic's id: deleted, the topic is created anew by
+// the same request id, with a new id.
+func TestAdminCreateTopicWithRequestID(t *testing.T) {
+	t.Parallel()
+	b, c := start(t, noAutoCreate)
+	// The node keeps request ids from the level that added them, which
+	// it raises to on its own once it has registered.
+	brokertest.WaitMetadataVersion(t, b, metadata.MetadataVersionCreateRequestID)
+	ctx := ctxT(t)
+	req := &quirev1.CreateTopicRequest{Name: "once", RequestId: "retry-me-1", OptionalPartitions: &quirev1.CreateTopicRequest_Partitions{Partitions: 2}}
+	first, err := c.admin.CreateTopic(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := first.Topic.TopicId
+	if id == "" || id == req.RequestId || len(first.Topic.Partitions) != 2 || first.MetadataIndex == 0 {
+		t.Fatalf("created %v at %d, want a topic id of the node's and 2 partitions", first.Topic, first.MetadataIndex)
+	}
+	again, err := c.admin.CreateTopic(ctx, req)
+	if err != nil {
+		t.Fatalf("the same create again: %v", err)
+	}
+	if again.Topic.TopicId != id || len(again.Topic.Partitions) != 2 || again.MetadataIndex < first.MetadataIndex {
+		t.Errorf("the same create again answered %v at %d, want the topic created at %d", again.Topic, again.MetadataIndex, first.MetadataIndex)
+	}
+	_, err = c.admin.CreateTopic(ctx, &quirev1.CreateTopicRequest{Name: "once", RequestId: "retry-me-2"})
+	wantStatus(t, err, codes.AlreadyExists, quirev1.ErrorCode_TOPIC_ALREADY_EXISTS, "once")
+	_, err = c.admin.CreateTopic(ctx, &quirev1.CreateTopicRequest{Name: "once"})
+	wantStatus(t, err, codes.AlreadyExists, quirev1.ErrorCode_TOPIC_ALREADY_EXISTS, "once")
+	lr, err := c.admin.ListTopics(ctx, &quirev1.ListTopicsRequest{})
+	if err != nil || len(lr.Topics) != 1 || lr.Topics[0].TopicId != id {
+		t.Fatalf("topics: %v %v, want one, with id %s", lr, err, id)
+	}
+
+	if _, err := c.admin.DeleteTopic(ctx, &quirev1.DeleteTopicRequest{Name: "once"}); err != nil {
+		t.Fatal(err)
+	}
+	reborn, err := c.admin.CreateTopic(ctx, req)
+	if err != nil {
+		t.Fatalf("the same create after the delete: %v", err)
+	}
+	if reborn.Topic.TopicId == "" || reborn.Topic.TopicId == id {
+		t.Errorf("the same create after the delete made %v, want a new topic id (the deleted one had %s)", reborn.Topic, id)
+	}
 }
 
 func TestAdminDeleteTopic(t *testing.T) {

@@ -2,6 +2,8 @@ package client
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"fmt"
 	"sort"
 	"time"
@@ -160,14 +162,21 @@ func adminRetriable(err error) bool {
 }
 
 // CreateTopic creates a topic and returns its description. It rides out a
-// controller election (see admin). The node that takes the request fixes
-// the topic's id before forwarding it, so its own retries cannot create
-// the topic twice; but when an attempt's outcome is unknown to the client
-// (the node handling it failed or timed out just as the controller
-// committed), the retry answers TOPIC_ALREADY_EXISTS for the topic that
-// attempt created: the API carries no request id yet.
+// controller election (see admin), exactly once: it picks a random
+// request id before the first attempt and sends it with every retry
+// (CreateTopicRequest.request_id), so when an attempt's outcome is
+// unknown to the client (the node handling it failed or timed out just
+// as the controller committed), the retry finds the topic that attempt
+// created, kept with that request id, and answers it as created;
+// TOPIC_ALREADY_EXISTS means a topic of that name made by another
+// create. A cluster below metadata.version 18 keeps no request id: there
+// such a retry is TOPIC_ALREADY_EXISTS.
 func (c *Client) CreateTopic(ctx context.Context, spec TopicSpec) (*TopicDescription, error) {
-	req := &quirev1.CreateTopicRequest{Name: spec.Name, Configs: spec.Configs}
+	rid, err := newRequestID()
+	if err != nil {
+		return nil, err
+	}
+	req := &quirev1.CreateTopicRequest{Name: spec.Name, Configs: spec.Configs, RequestId: rid}
 	if spec.Partitions != 0 {
 		req.OptionalPartitions = &quirev1.CreateTopicRequest_Partitions{Partitions: spec.Partitions}
 	}
@@ -175,7 +184,7 @@ func (c *Client) CreateTopic(ctx context.Context, spec TopicSpec) (*TopicDescrip
 		req.OptionalReplicationFactor = &quirev1.CreateTopicRequest_ReplicationFactor{ReplicationFactor: spec.ReplicationFactor}
 	}
 	var resp *quirev1.CreateTopicResponse
-	err := c.admin(ctx, func(ctx context.Context, a quirev1.AdminClient) (err error) {
+	err = c.admin(ctx, func(ctx context.Context, a quirev1.AdminClient) (err error) {
 		resp, err = a.CreateTopic(ctx, req)
 		return err
 	})
@@ -185,6 +194,16 @@ func (c *Client) CreateTopic(ctx context.Context, spec TopicSpec) (*TopicDescrip
 	c.sawMetadataIndex(resp.GetMetadataIndex())
 	c.meta.triggerRefresh()
 	return topicDesc(resp.GetTopic()), nil
+}
+
+// newRequestID returns a random CreateTopic request id: 16 bytes in
+// unpadded base64url, 22 characters of printable ASCII.
+func newRequestID() (string, error) {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("client: create request id: %w", err)
+	}
+	return base64.RawURLEncoding.EncodeToString(b[:]), nil
 }
 
 // DeleteTopic deletes a topic and its data.

@@ -404,6 +404,9 @@ func TestClientClusterCreateTopicDuringControllerElection(t *testing.T) {
 	c := testcluster.New(t, 3)
 	ctx := clusterCtx(t, 3*time.Minute)
 	ctl := c.WaitController(ctx)
+	// The client's request ids are kept from metadata.version 18, which
+	// the controller raises to once every voter has registered.
+	c.WaitMetadataVersion(ctx, metadata.MetadataVersionCreateRequestID)
 	var calls callLog
 	cl := clusterClient(t, c, nil, calls.opt())
 
@@ -474,18 +477,21 @@ func TestClientClusterCreateTopicDuringControllerElection(t *testing.T) {
 func TestClientClusterCreateTopicRetriedUntilQuorumReturns(t *testing.T) {
 	t.Parallel()
 	// A write that times out may still commit: one proposed before its
-	// deadline and committed after it is retried and answered
-	// TOPIC_ALREADY_EXISTS. The quorum is restarted right after a refusal,
-	// so the attempt then under way has the whole write timeout for the
-	// restart, the election and the commit; with the harness's 3 s a
-	// loaded machine took longer, so the nodes wait 20 s (the first
-	// refusal comes that late) and the client's requests 40 s.
+	// deadline and committed after it is retried with the same request
+	// id and answered as created (from metadata.version 18, waited for),
+	// so a TOPIC_ALREADY_EXISTS here means the request id did not hold.
+	// The quorum is restarted right after a refusal, so the attempt then
+	// under way has the whole write timeout for the restart, the
+	// election and the commit; with the harness's 3 s a loaded machine
+	// took longer, so the nodes wait 20 s (the first refusal comes that
+	// late) and the client's requests 40 s.
 	const writeTimeoutMs = 20000
 	c := testcluster.New(t, 3, testcluster.Config(func(_ int32, cfg *broker.Config) {
 		cfg.MetadataWriteTimeoutMs = writeTimeoutMs
 	}))
 	ctx := clusterCtx(t, 3*time.Minute)
 	ctl := c.WaitController(ctx)
+	c.WaitMetadataVersion(ctx, metadata.MetadataVersionCreateRequestID)
 	var calls callLog
 	cl := clusterClient(t, c, nil, calls.opt(), client.RequestTimeout(2*writeTimeoutMs*time.Millisecond))
 	down := []int32{ctl, ctl%3 + 1}

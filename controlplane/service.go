@@ -175,7 +175,7 @@ func brokerToPB(b metadata.BrokerInfo) *pb.BrokerInfo {
 }
 
 func specFromPB(in *pb.CreateTopicRequest) metadata.TopicSpec {
-	spec := metadata.TopicSpec{Name: in.Name, Partitions: in.Partitions, ReplicationFactor: int16(in.ReplicationFactor), Configs: in.Configs, ID: in.TopicId}
+	spec := metadata.TopicSpec{Name: in.Name, Partitions: in.Partitions, ReplicationFactor: int16(in.ReplicationFactor), Configs: in.Configs, ID: in.TopicId, RequestID: in.RequestId}
 	for _, a := range in.Assignment {
 		spec.Assignment = append(spec.Assignment, a.Replicas)
 	}
@@ -183,7 +183,7 @@ func specFromPB(in *pb.CreateTopicRequest) metadata.TopicSpec {
 }
 
 func specToPB(spec metadata.TopicSpec) *pb.CreateTopicRequest {
-	out := &pb.CreateTopicRequest{Name: spec.Name, Partitions: spec.Partitions, ReplicationFactor: int32(spec.ReplicationFactor), Configs: spec.Configs, TopicId: spec.ID}
+	out := &pb.CreateTopicRequest{Name: spec.Name, Partitions: spec.Partitions, ReplicationFactor: int32(spec.ReplicationFactor), Configs: spec.Configs, TopicId: spec.ID, RequestId: spec.RequestID}
 	for _, r := range spec.Assignment {
 		out.Assignment = append(out.Assignment, &pb.ReplicaList{Replicas: r})
 	}

@@ -275,9 +275,10 @@ func (d *draft) applyUnfenceBroker(c *pb.UnfenceBroker, _ uint64) any {
 
 func (d *draft) applyCreateTopic(c *pb.CreateTopic, _ uint64) any {
 	if t, ok := d.img.topics[c.Name]; ok {
-		if c.TopicId != "" && t.ID == c.TopicId {
+		if (c.TopicId != "" && t.ID == c.TopicId) || t.CreatedBy(c.RequestId) {
 			// The same create, committed twice by a retry across a
-			// controller change: answer it again.
+			// controller change (the node's own, with the id it picked,
+			// or the client's, with its request id): answer it again.
 			return t.clone()
 		}
 		return fmt.Errorf("%w: %q", ErrTopicExists, c.Name)
@@ -294,7 +295,7 @@ func (d *draft) applyCreateTopic(c *pb.CreateTopic, _ uint64) any {
 		// the same image may each fit where both do not.
 		return err
 	}
-	t := &TopicInfo{Name: c.Name, ID: c.TopicId, Partitions: parts, Configs: maps.Clone(c.Configs)}
+	t := &TopicInfo{Name: c.Name, ID: c.TopicId, Partitions: parts, Configs: maps.Clone(c.Configs), RequestID: c.RequestId}
 	if t.Configs == nil {
 		t.Configs = map[string]string{}
 	}

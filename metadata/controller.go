@@ -26,8 +26,14 @@ type TopicSpec struct {
 	Assignment        [][]int32
 	// ID, when set, names the topic's id. A create retried with the same ID
 	// after an ambiguous failure (a controller change mid-request) answers
-	// the existing topic instead of ErrTopicExists.
+	// the existing topic instead of ErrTopicExists. Only the node sets it,
+	// with a fresh NewTopicID: a client never names a topic's id.
 	ID string
+	// RequestID is the client's idempotency key (quire.v1
+	// CreateTopicRequest.request_id), "" none: kept with the topic from
+	// metadata.version 18 (ignored below), and a topic of this name
+	// created with it answers the create instead of ErrTopicExists.
+	RequestID string
 }
 
 // Controller holds the controller operations and, while this node is the
@@ -234,7 +240,7 @@ func (c *Controller) CreateTopic(ctx context.Context, spec TopicSpec) (TopicInfo
 	}
 	img := c.n.Image()
 	if t, ok := img.topics[spec.Name]; ok {
-		if spec.ID != "" && t.ID == spec.ID {
+		if (spec.ID != "" && t.ID == spec.ID) || t.CreatedBy(spec.RequestID) {
 			return t.clone(), nil
 		}
 		return TopicInfo{}, fmt.Errorf("%w: %q", ErrTopicExists, spec.Name)
@@ -250,6 +256,9 @@ func (c *Controller) CreateTopic(ctx context.Context, spec TopicSpec) (TopicInfo
 		}
 	}
 	cmd := &pb.CreateTopic{Name: spec.Name, TopicId: id, Configs: spec.Configs, Partitions: assignments(img, 0, assign)}
+	if img.metadataVersion() >= MetadataVersionCreateRequestID {
+		cmd.RequestId = spec.RequestID
+	}
 	resp, err := c.raftApply(ctx, &pb.Command{Cmd: &pb.Command_CreateTopic{CreateTopic: cmd}})
 	if err != nil {
 		return TopicInfo{}, err

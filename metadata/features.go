@@ -127,8 +127,17 @@ const (
 	// AlterShareGroupOffsets).
 	MetadataVersionShareOffsets int32 = 17
 
+	// MetadataVersionCreateRequestID adds a field to an existing command
+	// and record: CreateTopic's request_id (the client's idempotency key,
+	// kept with the topic in TopicRecord.request_id), with which a create
+	// of a topic that the same request id created is answered with the
+	// topic. An older node would drop it and answer TOPIC_ALREADY_EXISTS
+	// where the others answer the topic; below this level the controller
+	// leaves it out.
+	MetadataVersionCreateRequestID int32 = 18
+
 	// LatestMetadataVersion is the highest level this code knows.
-	LatestMetadataVersion = MetadataVersionShareOffsets
+	LatestMetadataVersion = MetadataVersionCreateRequestID
 )
 
 // VersionRange is a range of metadata.version levels, both ends included.
@@ -206,7 +215,10 @@ func commandLevel(cmd *pb.Command) int32 {
 		}
 		return MetadataVersionSecurity
 	case *pb.Command_CreateTopic:
-		if compactPolicy(c.CreateTopic.Configs) {
+		switch {
+		case c.CreateTopic.RequestId != "":
+			return MetadataVersionCreateRequestID
+		case compactPolicy(c.CreateTopic.Configs):
 			return MetadataVersionCompaction
 		}
 		return MetadataVersionBaseline

@@ -329,7 +329,7 @@ func loadImage(tx *bolt.Tx) (*Image, error) {
 		if err := proto.Unmarshal(v, &r); err != nil {
 			return err
 		}
-		t := &TopicInfo{Name: r.Name, ID: r.TopicId, Configs: r.Configs, Partitions: make([]PartitionInfo, r.PartitionCount)}
+		t := &TopicInfo{Name: r.Name, ID: r.TopicId, Configs: r.Configs, Partitions: make([]PartitionInfo, r.PartitionCount), RequestID: r.RequestId}
 		if t.Configs == nil {
 			t.Configs = map[string]string{}
 		}
@@ -558,7 +558,7 @@ func (d *draft) putTopic(t *TopicInfo) {
 	d.img.topics[t.Name] = t
 	d.ownTopics[t.Name] = true
 	d.put(bucketTopics, []byte(t.Name), &pb.TopicRecord{
-		Name: t.Name, TopicId: t.ID, Configs: t.Configs, PartitionCount: int32(len(t.Partitions)),
+		Name: t.Name, TopicId: t.ID, Configs: t.Configs, PartitionCount: int32(len(t.Partitions)), RequestId: t.RequestID,
 	})
 }
 

@@ -76,7 +76,15 @@ type TopicInfo struct {
 	ID         string
 	Partitions []PartitionInfo
 	Configs    map[string]string
+	// RequestID is the client's idempotency key of the create that made
+	// the topic (CreateTopic.request_id, metadata.version 18), "" none.
+	RequestID string
 }
+
+// CreatedBy reports whether the topic was created with request id id: a
+// create of its name with that id is a retry of the one that made it.
+// It never holds for an empty id.
+func (t TopicInfo) CreatedBy(id string) bool { return id != "" && t.RequestID == id }
 
 // Image is an immutable view of the cluster metadata at one applied raft
 // index. It is cheap to get and safe to share: accessors return copies.

@@ -113,6 +113,28 @@ func ValidateTopicName(name string) error {
 	return nil
 }
 
+// MaxCreateRequestIDLen bounds CreateTopic's request id, in bytes.
+const MaxCreateRequestIDLen = 64
+
+// ValidateCreateRequestID checks CreateTopic's request id (its
+// idempotency key): 1 to MaxCreateRequestIDLen bytes of printable ASCII,
+// space to tilde. The error wraps replica.ErrInvalidRequest.
+func ValidateCreateRequestID(id string) error {
+	switch {
+	case id == "":
+		return fmt.Errorf("%w: request id is empty", replica.ErrInvalidRequest)
+	case len(id) > MaxCreateRequestIDLen:
+		return fmt.Errorf("%w: request id is %d bytes, the limit is %d", replica.ErrInvalidRequest, len(id), MaxCreateRequestIDLen)
+	}
+	for i := 0; i < len(id); i++ {
+		if c := id[i]; c < ' ' || c > '~' {
+			return fmt.Errorf("%w: request id %q has byte 0x%02x at %d; only printable ASCII (space to '~') is allowed",
+				replica.ErrInvalidRequest, id, c, i)
+		}
+	}
+	return nil
+}
+
 // unknownTopic is the error for a topic the metadata does not have:
 // UNKNOWN_TOPIC_OR_PARTITION, retriable (it may be being created), unless
 // the name is one no topic can have, which is INVALID_TOPIC_EXCEPTION and

@@ -89,6 +89,12 @@ type CreateTopicRequest struct {
 	Partitions        *int32
 	ReplicationFactor *int32
 	Configs           map[string]string
+	// RequestID, when given, is the client's idempotency key
+	// (ValidateCreateRequestID): the controller keeps it with the topic
+	// it creates (from metadata.version 18), and a topic of this name
+	// created with it is the one an earlier attempt created, answered as
+	// created. It is never the topic's id, which the node picks.
+	RequestID string
 	// ValidateOnly makes every check and creates nothing.
 	ValidateOnly bool
 }
@@ -139,6 +145,11 @@ func (c *Core) CreateTopic(ctx context.Context, req *CreateTopicRequest) (*Creat
 	if err := ValidateTopicName(req.Name); err != nil {
 		return nil, c.fail(err)
 	}
+	if req.RequestID != "" {
+		if err := ValidateCreateRequestID(req.RequestID); err != nil {
+			return nil, c.fail(fmt.Errorf("topic %q: %w", req.Name, err))
+		}
+	}
 	a := c.cfg.Admin
 	partitions := a.NumPartitions
 	if req.Partitions != nil {
@@ -155,21 +166,31 @@ func (c *Core) CreateTopic(ctx context.Context, req *CreateTopicRequest) (*Creat
 		}
 		rf = *req.ReplicationFactor
 	}
+	if a.ValidateConfigs != nil {
+		if err := a.ValidateConfigs(req.Configs); err != nil {
+			return nil, c.fail(fmt.Errorf("topic %q: %w", req.Name, err))
+		}
+	}
+	if t, ok := c.cfg.Cluster.Topic(req.Name); ok {
+		if !t.CreatedBy(req.RequestID) {
+			return nil, c.fail(fmt.Errorf("%w: topic %q", metadata.ErrTopicExists, req.Name))
+		}
+		// A retry of a create that committed: the live brokers and
+		// their budgets may have changed since, but the topic is
+		// there, in this node's image, which answers it.
+		out := &CreateTopicResult{Topic: c.Describe(ctx, []metadata.TopicInfo{t})[0]}
+		if d := a.Describer; d != nil && !req.ValidateOnly {
+			out.MetadataIndex = d.MetadataIndex()
+		}
+		return out, nil
+	}
 	if live := ctl.LiveBrokers(); live == 0 {
 		return nil, c.fail(fmt.Errorf("%w: topic %q: no live brokers yet; the cluster is starting", ErrBrokersNotReady, req.Name))
 	} else if int(rf) > live {
 		return nil, c.fail(fmt.Errorf("%w: topic %q: replication factor %d is larger than the %d live broker(s)",
 			ErrInvalidReplicationFactor, req.Name, rf, live))
 	}
-	if a.ValidateConfigs != nil {
-		if err := a.ValidateConfigs(req.Configs); err != nil {
-			return nil, c.fail(fmt.Errorf("topic %q: %w", req.Name, err))
-		}
-	}
-	if _, ok := c.cfg.Cluster.Topic(req.Name); ok {
-		return nil, c.fail(fmt.Errorf("%w: topic %q", metadata.ErrTopicExists, req.Name))
-	}
-	spec := metadata.TopicSpec{Name: req.Name, Partitions: partitions, ReplicationFactor: int16(rf), Configs: req.Configs}
+	spec := metadata.TopicSpec{Name: req.Name, Partitions: partitions, ReplicationFactor: int16(rf), Configs: req.Configs, RequestID: req.RequestID}
 	if err := ctl.PlanTopic(spec); err != nil {
 		return nil, c.fail(err)
 	}

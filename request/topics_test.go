@@ -49,8 +49,14 @@ func topicOf(name string, partitions int32, rf int16, configs map[string]string)
 }
 
 func (c *controller) CreateTopic(_ context.Context, spec metadata.TopicSpec) (metadata.TopicInfo, uint64, error) {
-	c.record("create %s %d %d %v", spec.Name, spec.Partitions, spec.ReplicationFactor, spec.Configs)
-	return topicOf(spec.Name, spec.Partitions, spec.ReplicationFactor, spec.Configs), 7, nil
+	if spec.RequestID != "" {
+		c.record("create %s %d %d %v request %s", spec.Name, spec.Partitions, spec.ReplicationFactor, spec.Configs, spec.RequestID)
+	} else {
+		c.record("create %s %d %d %v", spec.Name, spec.Partitions, spec.ReplicationFactor, spec.Configs)
+	}
+	t := topicOf(spec.Name, spec.Partitions, spec.ReplicationFactor, spec.Configs)
+	t.RequestID = spec.RequestID
+	return t, 7, nil
 }
 
 func (c *controller) DeleteTopic(_ context.Context, name, _ string) (uint64, error) {
@@ -194,6 +200,107 @@ func TestCoreCreateTopic(t *testing.T) {
 	}
 	if got := ctl.written(); got != "create n 3 2 map[retention.ms:5]" {
 		t.Errorf("controller asked %q after the refusals", got)
+	}
+}
+
+// madeCluster is the metadata of cluster plus topic "made", created
+// with request id madeRequest.
+type madeCluster struct{ cluster }
+
+const madeRequest = "3f1c0a52-retry"
+
+func (c madeCluster) Topic(name string) (metadata.TopicInfo, bool) {
+	if name == "made" {
+		t := topicOf("made", 2, 1, nil)
+		t.RequestID = madeRequest
+		return t, true
+	}
+	return c.cluster.Topic(name)
+}
+
+// A create with a request id is exactly-once: the topic of that name
+// created with that request id is answered as created, from this node's
+// image and without the controller, even when the brokers would no
+// longer take it; another request id, or none, is TOPIC_ALREADY_EXISTS;
+// the request id goes to the controller with a new topic but never
+// becomes its id; a malformed one is refused before anything.
+func TestCoreCreateTopicRequestID(t *testing.T) {
+	c, ctl := adminCore(t, func(cfg *request.Config) {
+		cfg.Cluster = madeCluster{}
+		cfg.Admin.Describer = describer{}
+	})
+	ctx := ctxT(t)
+
+	out, err := c.CreateTopic(ctx, &request.CreateTopicRequest{Name: "made", RequestID: madeRequest})
+	if err != nil {
+		t.Fatalf("retried create: %v", err)
+	}
+	if out.Topic.ID != "id-made" || out.Topic.Name != "made" || len(out.Topic.Partitions) != 2 || out.MetadataIndex != 5 {
+		t.Errorf("retried create answered %+v at %d, want topic made (id-made, 2 partitions) at the image's index 5", out.Topic, out.MetadataIndex)
+	}
+	// The brokers are gone since the first attempt: the topic is there
+	// all the same. Validate-only answers it too, with no index.
+	ctl.live = 0
+	out, err = c.CreateTopic(ctx, &request.CreateTopicRequest{Name: "made", RequestID: madeRequest, ValidateOnly: true})
+	if err != nil || out.Topic.ID != "id-made" || out.MetadataIndex != 0 {
+		t.Errorf("validate-only retried create: %+v, %v; want topic made, no index", out, err)
+	}
+	out, err = c.CreateTopic(ctx, &request.CreateTopicRequest{Name: "made", RequestID: madeRequest})
+	if err != nil || out.Topic.ID != "id-made" {
+		t.Errorf("retried create with no live broker: %+v, %v", out, err)
+	}
+	if got := ctl.written(); got != "" {
+		t.Errorf("controller asked %q for creates the image answers", got)
+	}
+	ctl.live = 3
+
+	out, err = c.CreateTopic(ctx, &request.CreateTopicRequest{Name: "fresh", RequestID: madeRequest})
+	if err != nil || out.Topic.ID != "id-fresh" {
+		t.Errorf("create with a request id: %+v, %v; want the id the controller gave, id-fresh", out, err)
+	}
+	if got, want := ctl.written(), "create fresh 3 2 map[] request "+madeRequest; got != want {
+		t.Errorf("controller asked %q, want %q", got, want)
+	}
+	ctl.mu.Lock()
+	ctl.writes = nil
+	ctl.mu.Unlock()
+
+	isErr(t, "another request id", func() error {
+		_, err := c.CreateTopic(ctx, &request.CreateTopicRequest{Name: "made", RequestID: "other"})
+		return err
+	}(), metadata.ErrTopicExists)
+	isErr(t, "no request id", func() error {
+		_, err := c.CreateTopic(ctx, &request.CreateTopicRequest{Name: "made"})
+		return err
+	}(), metadata.ErrTopicExists)
+	isErr(t, "the topic's id as request id", func() error {
+		_, err := c.CreateTopic(ctx, &request.CreateTopicRequest{Name: "made", RequestID: "id-made"})
+		return err
+	}(), metadata.ErrTopicExists)
+	for id, why := range map[string]string{
+		strings.Repeat("r", 65): "65 bytes, the limit is 64",
+		"two\nlines":            `byte 0x0a at 3`,
+		"tab\there":             `byte 0x09 at 3`,
+		"caf\u00e9":             `byte 0xc3 at 3`,
+		"nul\x00":               `byte 0x00 at 3`,
+		"del\x7f":               `byte 0x7f at 3`,
+	} {
+		_, err := c.CreateTopic(ctx, &request.CreateTopicRequest{Name: "made", RequestID: id})
+		isErr(t, "request id "+id, err, replica.ErrInvalidRequest)
+		if err != nil && !strings.Contains(err.Error(), why) {
+			t.Errorf("request id %q: %v does not say %q", id, err, why)
+		}
+		_, err = c.CreateTopic(ctx, &request.CreateTopicRequest{Name: "unmade", RequestID: id, ValidateOnly: true})
+		isErr(t, "validate-only request id "+id, err, replica.ErrInvalidRequest)
+	}
+	if got := ctl.written(); got != "" {
+		t.Errorf("controller asked %q for refused creates", got)
+	}
+	// The limits themselves are taken.
+	for _, id := range []string{strings.Repeat("~", 64), " ", "a b!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~"} {
+		if err := request.ValidateCreateRequestID(id); err != nil {
+			t.Errorf("request id %q: %v", id, err)
+		}
 	}
 }
 

@@ -25,7 +25,7 @@ func validateTopicName(name string) error { return request.ValidateTopicName(nam
 // which authorizes them; these translate quire.v1 to and from its types.
 
 func (s *adminService) CreateTopic(ctx context.Context, req *quirev1.CreateTopicRequest) (*quirev1.CreateTopicResponse, error) {
-	in := &request.CreateTopicRequest{Name: req.Name, Configs: req.Configs, ValidateOnly: req.ValidateOnly}
+	in := &request.CreateTopicRequest{Name: req.Name, Configs: req.Configs, RequestID: req.RequestId, ValidateOnly: req.ValidateOnly}
 	if req.OptionalPartitions != nil {
 		n := req.GetPartitions()
 		in.Partitions = &n

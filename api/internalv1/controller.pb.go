@@ -1795,7 +1795,12 @@ type CreateTopicRequest struct {
 	Assignment        []*ReplicaList         `protobuf:"bytes,5,rep,name=assignment,proto3" json:"assignment,omitempty"`
 	// Chosen by the first node that handled the request, so a create retried
 	// across a controller election is recognised rather than refused.
-	TopicId       string `protobuf:"bytes,6,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
+	TopicId string `protobuf:"bytes,6,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
+	// The client's idempotency key (quire.v1 CreateTopicRequest.request_id),
+	// checked by the node: a topic of this name created with the same
+	// request id is answered as created. Kept with the topic from
+	// metadata.version 18; ignored below it.
+	RequestId     string `protobuf:"bytes,7,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1868,6 +1873,13 @@ func (x *CreateTopicRequest) GetAssignment() []*ReplicaList {
 func (x *CreateTopicRequest) GetTopicId() string {
 	if x != nil {
 		return x.TopicId
+	}
+	return ""
+}
+
+func (x *CreateTopicRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
 	}
 	return ""
 }
@@ -3783,7 +3795,7 @@ const file_quire_internal_v1_controller_proto_rawDesc = "" +
 	"\fbroker_epoch\x18\x03 \x01(\x03R\vbrokerEpoch\x12%\n" +
 	"\x0emax_partitions\x18\x04 \x01(\x05R\rmaxPartitions\"@\n" +
 	"\x17BrokerHeartbeatResponse\x12%\n" +
-	"\x0emetadata_index\x18\x01 \x01(\x04R\rmetadataIndex\"\xdc\x02\n" +
+	"\x0emetadata_index\x18\x01 \x01(\x04R\rmetadataIndex\"\xfb\x02\n" +
 	"\x12CreateTopicRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1e\n" +
 	"\n" +
@@ -3794,7 +3806,9 @@ const file_quire_internal_v1_controller_proto_rawDesc = "" +
 	"\n" +
 	"assignment\x18\x05 \x03(\v2\x1e.quire.internal.v1.ReplicaListR\n" +
 	"assignment\x12\x19\n" +
-	"\btopic_id\x18\x06 \x01(\tR\atopicId\x1a:\n" +
+	"\btopic_id\x18\x06 \x01(\tR\atopicId\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\a \x01(\tR\trequestId\x1a:\n" +
 	"\fConfigsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"I\n" +

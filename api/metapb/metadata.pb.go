@@ -1872,11 +1872,17 @@ func (x *PartitionAssignment) GetIsr() []int32 {
 }
 
 type CreateTopic struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	TopicId       string                 `protobuf:"bytes,2,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
-	Partitions    []*PartitionAssignment `protobuf:"bytes,3,rep,name=partitions,proto3" json:"partitions,omitempty"`
-	Configs       map[string]string      `protobuf:"bytes,4,rep,name=configs,proto3" json:"configs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Name       string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	TopicId    string                 `protobuf:"bytes,2,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
+	Partitions []*PartitionAssignment `protobuf:"bytes,3,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	Configs    map[string]string      `protobuf:"bytes,4,rep,name=configs,proto3" json:"configs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// The client's idempotency key (quire.v1 CreateTopicRequest.request_id),
+	// kept with the topic: a create of the topic's name with the same
+	// request id is the same create, answered with the topic. Needs
+	// metadata.version 18 (an older node would drop it); below it the
+	// controller leaves it out. Never the topic's id.
+	RequestId     string `protobuf:"bytes,5,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1937,6 +1943,13 @@ func (x *CreateTopic) GetConfigs() map[string]string {
 		return x.Configs
 	}
 	return nil
+}
+
+func (x *CreateTopic) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
 }
 
 type DeleteTopic struct {
@@ -3860,8 +3873,11 @@ type TopicRecord struct {
 	TopicId        string                 `protobuf:"bytes,2,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
 	Configs        map[string]string      `protobuf:"bytes,3,rep,name=configs,proto3" json:"configs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	PartitionCount int32                  `protobuf:"varint,4,opt,name=partition_count,json=partitionCount,proto3" json:"partition_count,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The request id of the create that made the topic (CreateTopic's), if
+	// any.
+	RequestId     string `protobuf:"bytes,5,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TopicRecord) Reset() {
@@ -3920,6 +3936,13 @@ func (x *TopicRecord) GetPartitionCount() int32 {
 		return x.PartitionCount
 	}
 	return 0
+}
+
+func (x *TopicRecord) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
 }
 
 type PartitionRecord struct {
@@ -4939,14 +4962,16 @@ const file_quire_internal_v1_metadata_proto_rawDesc = "" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12\x1a\n" +
 	"\breplicas\x18\x02 \x03(\x05R\breplicas\x12\x16\n" +
 	"\x06leader\x18\x03 \x01(\x05R\x06leader\x12\x10\n" +
-	"\x03isr\x18\x04 \x03(\x05R\x03isr\"\x87\x02\n" +
+	"\x03isr\x18\x04 \x03(\x05R\x03isr\"\xa6\x02\n" +
 	"\vCreateTopic\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x19\n" +
 	"\btopic_id\x18\x02 \x01(\tR\atopicId\x12F\n" +
 	"\n" +
 	"partitions\x18\x03 \x03(\v2&.quire.internal.v1.PartitionAssignmentR\n" +
 	"partitions\x12E\n" +
-	"\aconfigs\x18\x04 \x03(\v2+.quire.internal.v1.CreateTopic.ConfigsEntryR\aconfigs\x1a:\n" +
+	"\aconfigs\x18\x04 \x03(\v2+.quire.internal.v1.CreateTopic.ConfigsEntryR\aconfigs\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x05 \x01(\tR\trequestId\x1a:\n" +
 	"\fConfigsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"<\n" +
@@ -5093,12 +5118,14 @@ const file_quire_internal_v1_metadata_proto_rawDesc = "" +
 	"\x0emax_partitions\x18\v \x01(\x05R\rmaxPartitions\x12\x1a\n" +
 	"\bcordoned\x18\f \x01(\bR\bcordoned\x12:\n" +
 	"\x19reassignment_throttle_set\x18\r \x01(\bR\x17reassignmentThrottleSet\x123\n" +
-	"\x15reassignment_throttle\x18\x0e \x01(\x03R\x14reassignmentThrottle\"\xe8\x01\n" +
+	"\x15reassignment_throttle\x18\x0e \x01(\x03R\x14reassignmentThrottle\"\x87\x02\n" +
 	"\vTopicRecord\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x19\n" +
 	"\btopic_id\x18\x02 \x01(\tR\atopicId\x12E\n" +
 	"\aconfigs\x18\x03 \x03(\v2+.quire.internal.v1.TopicRecord.ConfigsEntryR\aconfigs\x12'\n" +
-	"\x0fpartition_count\x18\x04 \x01(\x05R\x0epartitionCount\x1a:\n" +
+	"\x0fpartition_count\x18\x04 \x01(\x05R\x0epartitionCount\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x05 \x01(\tR\trequestId\x1a:\n" +
 	"\fConfigsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xad\x02\n" +

@@ -1162,7 +1162,20 @@ type CreateTopicRequest struct {
 	Configs map[string]string `protobuf:"bytes,4,rep,name=configs,proto3" json:"configs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// Check the request without creating anything: answered as the request
 	// would be.
-	ValidateOnly  bool `protobuf:"varint,5,opt,name=validate_only,json=validateOnly,proto3" json:"validate_only,omitempty"`
+	ValidateOnly bool `protobuf:"varint,5,opt,name=validate_only,json=validateOnly,proto3" json:"validate_only,omitempty"`
+	// An idempotency key that makes a retried create exactly-once: pick a
+	// fresh random one per create (a UUID will do) and send the same one on
+	// every retry of it. Up to 64 bytes of printable ASCII (space to
+	// tilde); anything else is INVALID_ARGUMENT (INVALID_REQUEST). Empty,
+	// there is none. The node keeps it with the topic it creates: a topic
+	// of this name created with this request id is the one an earlier
+	// attempt created and is answered as created, with its description;
+	// any other topic of this name is TOPIC_ALREADY_EXISTS. It is never
+	// the topic's id (the node picks that), so a request id used again
+	// after its topic was deleted creates a new topic. Kept from
+	// metadata.version 18; below it the request id is ignored and a retry
+	// of a create that committed is TOPIC_ALREADY_EXISTS.
+	RequestId     string `protobuf:"bytes,6,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1248,6 +1261,13 @@ func (x *CreateTopicRequest) GetValidateOnly() bool {
 		return x.ValidateOnly
 	}
 	return false
+}
+
+func (x *CreateTopicRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
 }
 
 type isCreateTopicRequest_OptionalPartitions interface {
@@ -3254,7 +3274,7 @@ const file_quire_v1_admin_proto_rawDesc = "" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12#\n" +
 	"\rlow_watermark\x18\x03 \x01(\x03R\flowWatermark\x12%\n" +
-	"\x05error\x18\x04 \x01(\v2\x0f.quire.v1.ErrorR\x05error\"\xd7\x02\n" +
+	"\x05error\x18\x04 \x01(\v2\x0f.quire.v1.ErrorR\x05error\"\xf6\x02\n" +
 	"\x12CreateTopicRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\n" +
@@ -3262,7 +3282,9 @@ const file_quire_v1_admin_proto_rawDesc = "" +
 	"partitions\x12/\n" +
 	"\x12replication_factor\x18\x03 \x01(\x05H\x01R\x11replicationFactor\x12C\n" +
 	"\aconfigs\x18\x04 \x03(\v2).quire.v1.CreateTopicRequest.ConfigsEntryR\aconfigs\x12#\n" +
-	"\rvalidate_only\x18\x05 \x01(\bR\fvalidateOnly\x1a:\n" +
+	"\rvalidate_only\x18\x05 \x01(\bR\fvalidateOnly\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x06 \x01(\tR\trequestId\x1a:\n" +
 	"\fConfigsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\x15\n" +
