@@ -117,11 +117,10 @@ type applyJob struct {
 }
 
 // reconcileWorkers is how many partitions Reconcile applies at once when
-// a view changes many: a new leader epoch writes and syncs the
-// partition's leader-epoch checkpoint (two fsyncs), and a node starting
-// with 20,000 partitions, each given a new epoch by one image, would
-// otherwise wait for 40,000 fsyncs one after the other (minutes on a
-// busy disk); the file system commits concurrent ones together.
+// a view changes many (a node starting with 20,000 partitions, each given
+// a new epoch by one image): a replica newly hosted opens or creates its
+// log, file work that the workers overlap. (A new leader epoch no longer
+// writes the leader-epoch checkpoint here: storage.Log.AssignEpochStart.)
 const reconcileWorkers = 32
 
 // applyAll applies every job, partitions apart at once (each partition's
