@@ -76,9 +76,11 @@ func (a *Answer) Release() {
 	}
 }
 
-// unaryHold carries an answer from the ReplicaFetch service method to the
-// handler around it (WithPooledFetch), through the context.
-type unaryHold struct{ answer *Answer }
+// unaryHold carries the answers of a ReplicaFetch call from the service
+// method to the handler around it (WithPooledFetch), through the context:
+// every one the method gave Unary, as an interceptor may call the method
+// more than once and answer any of their messages.
+type unaryHold struct{ answers []*Answer }
 
 type unaryHoldKey struct{}
 
@@ -88,17 +90,20 @@ type unaryHoldKey struct{}
 // records, for the garbage collector.
 func Unary(ctx context.Context, a *Answer) *pb.ReplicaFetchResponse {
 	if hold, ok := ctx.Value(unaryHoldKey{}).(*unaryHold); ok {
-		if hold.answer != nil {
-			hold.answer.Release()
-		}
-		hold.answer = a
+		hold.answers = append(hold.answers, a)
 	}
 	return a.msg
 }
 
 // WithPooledFetch returns sd (quire.internal.v1.ReplicaService) with the
 // ReplicaFetch handler answering the Answer its method gave Unary, which
-// the server's codec encodes with Encode, referencing the read buffers.
+// the server's codec encodes with Encode, referencing the read buffers;
+// gRPC gives them back once the answer is written. The interceptors still
+// see the method's message, whose records lie in those buffers: none may
+// keep it past the call. If the call fails, or an interceptor answers
+// with another message, the buffers go back at once, and so do those of
+// the answers not sent when an interceptor called the method more than
+// once.
 func WithPooledFetch(sd *grpc.ServiceDesc) *grpc.ServiceDesc {
 	out := *sd
 	out.Methods = append([]grpc.MethodDesc(nil), sd.Methods...)
@@ -110,15 +115,23 @@ func WithPooledFetch(sd *grpc.ServiceDesc) *grpc.ServiceDesc {
 		out.Methods[i].Handler = func(srv any, ctx context.Context, dec func(any) error, in grpc.UnaryServerInterceptor) (any, error) {
 			hold := &unaryHold{}
 			resp, err := h(srv, context.WithValue(ctx, unaryHoldKey{}, hold), dec, in)
-			a := hold.answer
-			if a == nil {
+			var sent *Answer
+			if m, ok := resp.(*pb.ReplicaFetchResponse); ok && m != nil && err == nil {
+				for _, a := range hold.answers {
+					if a.msg == m {
+						sent = a
+					}
+				}
+			}
+			for _, a := range hold.answers {
+				if a != sent {
+					a.Release()
+				}
+			}
+			if sent == nil {
 				return resp, err
 			}
-			if m, ok := resp.(*pb.ReplicaFetchResponse); err != nil || !ok || m != a.msg {
-				a.Release()
-				return resp, err
-			}
-			return a, nil
+			return sent, nil
 		}
 	}
 	return &out

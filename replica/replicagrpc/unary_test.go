@@ -98,3 +98,69 @@ func TestUnaryFetchSendsTheReadBuffers(t *testing.T) {
 		}
 	}
 }
+
+// repeatingLeader answers every unary ReplicaFetch with a new Answer of
+// one pooled buffer, kept in answers.
+type repeatingLeader struct {
+	pb.UnimplementedReplicaServiceServer
+	answers []*Answer
+}
+
+func (l *repeatingLeader) ReplicaFetch(ctx context.Context, _ *pb.ReplicaFetchRequest) (*pb.ReplicaFetchResponse, error) {
+	buf := bufpool.Shared.Get(10 << 10)
+	resp := &replica.FetchResponse{Partitions: []replica.FetchResult{{Topic: "t", Records: *buf, Buffer: buf}}}
+	a := testCodec.Answer(resp)
+	l.answers = append(l.answers, a)
+	return Unary(ctx, a), nil
+}
+
+// An interceptor that calls ReplicaFetch twice and answers the first
+// message: that answer is sent from its read buffer, which stays out of
+// the pool until gRPC writes it; only the second call's goes back. (The
+// second call used to give the first's buffer back, and the handler then
+// sent the first message from a buffer already back in the pool.)
+func TestUnaryFetchInterceptorCallingTwice(t *testing.T) {
+	t.Parallel()
+	sd := WithPooledFetch(&pb.ReplicaService_ServiceDesc)
+	var h func(any, context.Context, func(any) error, grpc.UnaryServerInterceptor) (any, error)
+	for _, m := range sd.Methods {
+		if m.MethodName == "ReplicaFetch" {
+			h = m.Handler
+		}
+	}
+	if h == nil {
+		t.Fatal("no ReplicaFetch method")
+	}
+	twice := func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		first, err := handler(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := handler(ctx, req); err != nil {
+			return nil, err
+		}
+		return first, nil
+	}
+	srv := &repeatingLeader{}
+	got, err := h(srv, context.Background(), func(any) error { return nil }, twice)
+	if err != nil || len(srv.answers) != 2 {
+		t.Fatalf("answered %T %v after %d calls", got, err, len(srv.answers))
+	}
+	if got != any(srv.answers[0]) {
+		t.Fatalf("answered %T, want the first call's *Answer", got)
+	}
+	if srv.answers[0].bufs[0] == nil {
+		t.Fatal("the answer's buffer was given back before it was sent")
+	}
+	if srv.answers[1].bufs[0] != nil {
+		t.Fatal("the unanswered call kept its buffer")
+	}
+	data, err := srv.answers[0].Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := data.Len(); n < 10<<10 {
+		t.Fatalf("encoded %d bytes, want the records' %d and more", n, 10<<10)
+	}
+	data.Free()
+}
