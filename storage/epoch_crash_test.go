@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 )
 
@@ -403,5 +404,45 @@ func TestEpochCheckpointReadBackUnsynced(t *testing.T) {
 	}
 	if l.LogEndOffset() != leo || len(readAll(t, l)) != 9 {
 		t.Fatalf("log end %d, want %d", l.LogEndOffset(), leo)
+	}
+}
+
+// TestEpochCheckpointWrittenAhead: WriteEpochCheckpoint writes a new
+// leader's epoch, recorded in memory at election, to the file without an
+// fsync, and then the epoch's first append writes nothing more.
+func TestEpochCheckpointWrittenAhead(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	var syncs, creates atomic.Int64
+	efs := NewErrorFS(noSyncFS{})
+	efs.SetInjector(func(op Op, path string) error {
+		if isEpochCheckpoint(path) {
+			switch op {
+			case OpSync:
+				syncs.Add(1)
+			case OpCreate:
+				creates.Add(1)
+			}
+		}
+		return nil
+	})
+	l := openPowerLoss(t, dir, efs, 0)
+	defer l.Close()
+	if err := l.AssignEpochStart(4); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, LeaderEpochCheckpointFile)
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Fatalf("checkpoint after the election: %v, want none yet", err)
+	}
+	if err := l.WriteEpochCheckpoint(); err != nil {
+		t.Fatal(err)
+	}
+	if data, err := os.ReadFile(path); err != nil || string(data) != "0\n1\n4 0\n" {
+		t.Fatalf("checkpoint %q %v, want epoch 4 from 0", data, err)
+	}
+	mustAppend(t, l, makeBatch(2, 20, 0), 4)
+	if creates.Load() != 1 || syncs.Load() != 0 {
+		t.Fatalf("%d files created, %d fsyncs, want 1 and 0", creates.Load(), syncs.Load())
 	}
 }

@@ -528,6 +528,27 @@ func (l *Log) AssignEpochStart(epoch int32) error {
 	return nil
 }
 
+// WriteEpochCheckpoint writes the leader epoch checkpoint, without fsync,
+// if it lacks an epoch AssignEpochStart recorded in memory. The epoch's
+// first append would do it, under the append lock; a node given thousands
+// of epochs at once does it for them in the background instead, so that
+// their first appends, one partition after another in a produce request,
+// find it done.
+func (l *Log) WriteEpochCheckpoint() error {
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	if !l.epochs.stale.Load() {
+		return nil
+	}
+	if err := l.checkWritable(); err != nil {
+		return err
+	}
+	if err := l.epochs.writeStale(); err != nil {
+		return l.fail(fmt.Errorf("storage: leader epoch checkpoint: %w", err))
+	}
+	return nil
+}
+
 // EndOffsetForEpoch answers a follower's OffsetsForLeaderEpoch request
 // (KIP-279): the largest epoch <= epoch that this log knows and the offset
 // where it ends (the start of the next epoch, or the log end offset for
