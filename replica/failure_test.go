@@ -158,8 +158,10 @@ func TestReplicaFollowerLogFailureLeavesISR(t *testing.T) {
 // does: the leader asks the controller for the ISR without itself and
 // reports the failure, though nothing is appended after it. Three places:
 // a flush (the periodic one: flush.ms), the data directory's checkpoints
-// (the directory is offline, so every log in it fails), and the leader
-// epoch checkpoint a new leader writes.
+// (the directory is offline, so every log in it fails), and the fsync of
+// the leader epoch checkpoint a flush makes once a new leader's records
+// are to pass the recovery point (the election only changes the cache in
+// memory, and the first append writes the file without fsync).
 func TestReplicaStorageFailureOffTheAppendPath(t *testing.T) {
 	cases := []struct {
 		name   string
@@ -188,14 +190,21 @@ func TestReplicaStorageFailureOffTheAppendPath(t *testing.T) {
 			}
 		}},
 		{"leader epoch", func(op storage.Op, path string) error {
-			if (op == storage.OpWrite || op == storage.OpCreate) && strings.Contains(path, "t-0") && strings.Contains(path, "leader-epoch") {
+			if op == storage.OpSync && strings.Contains(path, "t-0") && strings.Contains(path, "leader-epoch") {
 				return syscall.EIO
 			}
 			return nil
 		}, func(t *testing.T, sm *storage.Manager, rm *Manager, p *Partition) {
-			// A new epoch: the leader records where it starts.
+			// A new epoch: the leader records where it starts, and its
+			// first record takes it to the file, unsynced.
 			if err := rm.apply("t", 0, Assignment{Leader: 1, LeaderEpoch: 6, Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2, 3}}); err != nil {
 				t.Fatal(err)
+			}
+			if _, err := p.appendAsLeader(testBatch(1), 1, 1); err != nil {
+				t.Fatal(err)
+			}
+			if err := p.log.Flush(); !errors.Is(err, storage.ErrLogFailed) {
+				t.Fatalf("flush on a failing disk: %v", err)
 			}
 		}},
 	}

@@ -183,8 +183,8 @@ func (p *Partition) becomeLeader(a Assignment, now time.Time) {
 	if newEpoch {
 		// The epoch starts at the log end now, not at its first append:
 		// a follower's divergence check must find it even if this leader
-		// never appends (see storage.Log.AssignEpochStart). It writes and
-		// syncs the checkpoint, so not under mu (readers of the state wait
+		// never appends (see storage.Log.AssignEpochStart). It takes the
+		// log's append lock, so not under mu (readers of the state wait
 		// on it); appendMu keeps every append and leadership change out.
 		p.mu.Unlock()
 		epochErr = p.log.AssignEpochStart(a.LeaderEpoch)

@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"errors"
 	"sync"
 	"sync/atomic"
 
@@ -117,11 +118,11 @@ type applyJob struct {
 }
 
 // reconcileWorkers is how many partitions Reconcile applies at once when
-// a view changes many: a new leader epoch writes and syncs the
-// partition's leader-epoch checkpoint (two fsyncs), and a node starting
-// with 20,000 partitions, each given a new epoch by one image, would
-// otherwise wait for 40,000 fsyncs one after the other (minutes on a
-// busy disk); the file system commits concurrent ones together.
+// a view changes many (a node starting with 20,000 partitions, each given
+// a new epoch by one image): a replica newly hosted opens or creates its
+// log, and after the view a background pass writes each new leader's
+// epoch checkpoint (storage.Log.AssignEpochStart records the epoch in
+// memory only), file work that the workers overlap.
 const reconcileWorkers = 32
 
 // applyAll applies every job, partitions apart at once (each partition's
@@ -138,6 +139,31 @@ func (rm *Manager) applyAll(jobs []applyJob) {
 		}
 		return
 	}
+	inParallel(len(jobs), func(i int) { apply(jobs[i]) })
+	// The new leaders' epochs are in their logs' caches only (see
+	// storage.Log.AssignEpochStart): write their checkpoint files in the
+	// background, side by side, which the first append to each would
+	// otherwise do under its append lock, one partition after another in
+	// a produce request to many.
+	rm.goBackground(func() {
+		inParallel(len(jobs), func(i int) {
+			j := jobs[i]
+			if j.a.Leader != rm.nodeID || rm.ctx.Err() != nil {
+				return
+			}
+			p, ok := rm.Partition(j.topic, j.a.Partition)
+			if !ok {
+				return
+			}
+			if err := p.log.WriteEpochCheckpoint(); err != nil && !errors.Is(err, storage.ErrClosed) {
+				rm.logger.Error("cannot write the leader epoch checkpoint", "topic", j.topic, "partition", j.a.Partition, "error", err)
+			}
+		})
+	})
+}
+
+// inParallel calls fn(0) to fn(n-1) on reconcileWorkers goroutines.
+func inParallel(n int, fn func(i int)) {
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	for range reconcileWorkers {
@@ -146,10 +172,10 @@ func (rm *Manager) applyAll(jobs []applyJob) {
 			defer wg.Done()
 			for {
 				i := next.Add(1) - 1
-				if i >= int64(len(jobs)) {
+				if i >= int64(n) {
 					return
 				}
-				apply(jobs[i])
+				fn(int(i))
 			}
 		}()
 	}

@@ -256,10 +256,15 @@ func (l *Log) appendLocked(batches []byte, bs batchSet, cfg LogConfig) error {
 	var epochErr error
 	forEachBatch(batches, func(b []byte) {
 		h, _ := record.ParseHeader(b)
-		if _, err := l.epochs.assign(h.PartitionLeaderEpoch, h.BaseOffset, true); err != nil && epochErr == nil {
+		if _, err := l.epochs.assign(h.PartitionLeaderEpoch, h.BaseOffset, persistSync); err != nil && epochErr == nil {
 			epochErr = err
 		}
 	})
+	if epochErr == nil {
+		// A new leader's epoch, in memory since its election (see
+		// AssignEpochStart), reaches the file before its first batch.
+		epochErr = l.epochs.writeStale()
+	}
 	if epochErr != nil {
 		return l.fail(fmt.Errorf("storage: leader epoch checkpoint: %w", epochErr))
 	}
@@ -529,7 +534,9 @@ func (l *Log) runFlushes() {
 
 		var err error
 		if !failed {
-			err = errors.Join(job.seg.syncFiles(), l.fs.SyncDir(l.dir))
+			// The epochs of the batches it covers on disk before the
+			// recovery point passes them (see epochCache).
+			err = errors.Join(l.epochs.syncThrough(job.upTo), job.seg.syncFiles(), l.fs.SyncDir(l.dir))
 		}
 		job.seg.release()
 		l.flushMu.Lock()
@@ -600,6 +607,11 @@ func (l *Log) flushLocked() error {
 	seg := l.activeSegment()
 	start := time.Now()
 	defer func() { l.opts.flushLatency.Observe(time.Since(start)) }()
+	// The epochs of the batches below leo on disk before the recovery
+	// point passes them (see epochCache).
+	if err := l.epochs.syncThrough(leo); err != nil {
+		return l.fail(fmt.Errorf("storage: leader epoch checkpoint: %w", err))
+	}
 	if err := seg.sync(); err != nil {
 		return l.fail(fmt.Errorf("storage: flush: %w", err))
 	}

@@ -62,6 +62,28 @@ func writeFileAtomic(fsys FS, path string, data []byte) error {
 	return fsys.SyncDir(filepath.Dir(path))
 }
 
+// writeFileReplace writes data to path through a temporary file renamed
+// over it, with no fsync: a process killed at any point leaves the old
+// file or the new one whole, but a power loss may leave the old one (or,
+// on a file system that does not order the data before the rename, an
+// empty one, which reads as a damaged checkpoint). Only for a file whose
+// loss the caller has provided for (see epochCache).
+func writeFileReplace(fsys FS, path string, data []byte) error {
+	tmp := path + ".tmp"
+	f, err := fsys.Create(tmp)
+	if err != nil {
+		return err
+	}
+	if _, err := f.WriteAt(data, 0); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return fsys.Rename(tmp, path)
+}
+
 func readWholeFile(fsys FS, path string) ([]byte, error) {
 	f, err := fsys.Open(path)
 	if err != nil {

@@ -68,7 +68,7 @@ func FuzzLeaderEpochCheckpoint(f *testing.F) {
 			return
 		}
 		c.path = "/d/again"
-		if err := c.persistLocked(); err != nil {
+		if err := c.persistLocked(true); err != nil {
 			t.Fatal(err)
 		}
 		back, err := loadEpochCache(fsys, "/d/again")

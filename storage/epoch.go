@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -18,12 +19,58 @@ type epochEntry struct {
 
 // epochCache is the leader epoch cache (Kafka's LeaderEpochFileCache),
 // persisted in leader-epoch-checkpoint as "0\n<count>\n<epoch> <offset>\n…".
+//
+// When the checkpoint must be durable. The cache is used after a crash for
+// three things: the answers to OffsetsForLeaderEpoch (a follower's
+// divergence check and the truncation it leads to), the refusal of
+// appends at an older epoch, and recovery's check that no batch carries
+// an epoch newer than the checkpoint's newest (the header field the CRC
+// does not cover). What it needs is that every epoch of a batch the log
+// still holds is in the cache with that epoch's first offset. Recovery
+// rebuilds that for the batches it scans (those past the recovery point)
+// from the batches themselves; for the batches below the recovery point
+// it trusts the checkpoint. So the checkpoint need only be durable before
+// the recovery point passes the start of an entry it holds, and that is
+// what the log does with an entry assigned with persistLazy (a new
+// leader's epoch, at election): the cache changes in memory only; the
+// file is written, without fsync, before the first batch of the epoch is
+// (writeStale, so that after a kill -9, which keeps the page cache, no
+// batch has an epoch the file lacks), and fsynced by the flush, the roll's
+// background flush or the close that would move the recovery point past
+// the entry's start offset (syncThrough), before it moves.
+//
+// If the entry is not in the file read back after a crash (it had no
+// batch yet, or a power loss took the write), the checkpoint is an older
+// one, which knows every epoch up to the recovery point. Two cases:
+//   - The new epoch has no batch in the log: its entry (E, L) was the
+//     latest, at the log end L, backed by no record. Recovery cuts the
+//     cache back to the log end, dropping such an entry whether or not
+//     the write survived, so the restarted replica has the same cache
+//     either way: as leader it records its next epoch at L (assign drops
+//     entries at or past its offset), as follower its divergence checks
+//     truncate it to the same offset as with (E, L) (an epoch below E
+//     ends at L, the log end, with or without it).
+//   - The log holds batches of E past the recovery point: recovery finds
+//     an epoch newer than the checkpoint's and cuts the log at E's first
+//     batch, as it cuts a damaged tail, leaving the case above. Those
+//     records were never fsynced (replication is their durability, as
+//     for any unflushed tail a power loss takes); with flush.messages=1
+//     the flush before the append returns fsyncs the checkpoint first, so
+//     no acknowledged record of E is lost.
+//
+// The other writes (a follower's append of a new epoch, truncations)
+// still fsync: they are not on the election path.
 type epochCache struct {
 	fsys FS
 	path string
 
 	mu      sync.RWMutex
 	entries []epochEntry
+	// unsyncedFrom is the smallest start offset of an entry not fsynced
+	// since the checkpoint was last fsynced (MaxInt64: none).
+	unsyncedFrom int64
+	// stale says the entries changed since the file was last written.
+	stale atomic.Bool
 	// last is the latest entry's epoch, -1 with none, set as entries
 	// changes (setLastLocked): a follower's every fetch asks it of every
 	// partition it fetches.
@@ -39,7 +86,7 @@ func (c *epochCache) setLastLocked() {
 }
 
 func loadEpochCache(fsys FS, path string) (*epochCache, error) {
-	c := &epochCache{fsys: fsys, path: path}
+	c := &epochCache{fsys: fsys, path: path, unsyncedFrom: math.MaxInt64}
 	c.last.Store(-1)
 	defer c.setLastLocked() // no one else has c yet
 	data, err := readWholeFile(fsys, path)
@@ -67,13 +114,73 @@ func loadEpochCache(fsys FS, path string) (*epochCache, error) {
 	return c, nil
 }
 
-func (c *epochCache) persistLocked() error {
+// persistMode says how assign writes the checkpoint.
+type persistMode int
+
+const (
+	// persistNone changes the cache only (recovery, which writes once at
+	// its end).
+	persistNone persistMode = iota
+	// persistLazy leaves the file for writeStale to write (no fsync)
+	// before a batch of the epoch is written and syncThrough to fsync
+	// before the recovery point passes the entry (see epochCache).
+	persistLazy
+	// persistSync writes and fsyncs the file.
+	persistSync
+)
+
+// persistLocked writes the checkpoint, fsynced (clearing unsyncedFrom) or
+// not.
+func (c *epochCache) persistLocked(sync bool) error {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "%d\n%d\n", checkpointVersion, len(c.entries))
 	for _, e := range c.entries {
 		fmt.Fprintf(&b, "%d %d\n", e.Epoch, e.StartOffset)
 	}
-	return writeFileAtomic(c.fsys, c.path, b.Bytes())
+	if !sync {
+		if err := writeFileReplace(c.fsys, c.path, b.Bytes()); err != nil {
+			return err
+		}
+		c.stale.Store(false)
+		return nil
+	}
+	if err := writeFileAtomic(c.fsys, c.path, b.Bytes()); err != nil {
+		return err
+	}
+	c.stale.Store(false)
+	c.unsyncedFrom = math.MaxInt64
+	return nil
+}
+
+// writeStale writes the file, without fsync, if the entries changed since
+// it was last written: the log calls it before it writes a batch, so that
+// no batch on disk, fsynced or not, carries an epoch newer than the
+// file's (recovery cuts the log at such a batch).
+func (c *epochCache) writeStale() error {
+	if !c.stale.Load() {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.stale.Load() {
+		return nil
+	}
+	return c.persistLocked(false)
+}
+
+// syncThrough fsyncs the checkpoint if an entry written without fsync
+// starts below upTo. The log calls it before it moves the recovery point
+// to upTo: the batches below the recovery point are not scanned again
+// after a crash, so their epochs must be in the checkpoint on disk. An
+// entry at or past upTo (a new leader's epoch at the log end, no record
+// of it flushed) may still be lost: see epochCache.
+func (c *epochCache) syncThrough(upTo int64) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.unsyncedFrom >= upTo {
+		return nil
+	}
+	return c.persistLocked(true)
 }
 
 func (c *epochCache) latest() (int32, bool) {
@@ -81,10 +188,25 @@ func (c *epochCache) latest() (int32, bool) {
 	return e, e >= 0
 }
 
+// markUnsyncedFrom counts the entries starting at or past from as written
+// without fsync: a checkpoint just read may be one written so before a
+// kill -9, and only the entries below the recovery point are known to be
+// on disk.
+func (c *epochCache) markUnsyncedFrom(from int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, e := range c.entries {
+		if e.StartOffset >= from {
+			c.unsyncedFrom = min(c.unsyncedFrom, e.StartOffset)
+			return
+		}
+	}
+}
+
 // assign records that epoch starts at offset, if epoch is newer than the
 // latest; entries at or after offset are dropped first. It reports whether
-// the cache changed; persist says whether to write the file.
-func (c *epochCache) assign(epoch int32, offset int64, persist bool) (bool, error) {
+// the cache changed; mode says how to write the file.
+func (c *epochCache) assign(epoch int32, offset int64, mode persistMode) (bool, error) {
 	if epoch < 0 {
 		return false, nil
 	}
@@ -98,10 +220,15 @@ func (c *epochCache) assign(epoch int32, offset int64, persist bool) (bool, erro
 	}
 	c.entries = append(c.entries, epochEntry{epoch, offset})
 	c.setLastLocked()
-	if !persist {
+	switch mode {
+	case persistLazy:
+		c.unsyncedFrom = min(c.unsyncedFrom, offset)
+		c.stale.Store(true)
 		return true, nil
+	case persistSync:
+		return true, c.persistLocked(true)
 	}
-	return true, c.persistLocked()
+	return true, nil
 }
 
 // truncateFromEnd drops entries starting at or after end (the new LEO).
@@ -117,7 +244,7 @@ func (c *epochCache) truncateFromEnd(end int64) error {
 	}
 	c.entries = c.entries[:n]
 	c.setLastLocked()
-	return c.persistLocked()
+	return c.persistLocked(true)
 }
 
 // truncateFromStart drops entries wholly below start (the new log start
@@ -137,7 +264,7 @@ func (c *epochCache) truncateFromStart(start int64) error {
 		c.entries[0].StartOffset = start
 	}
 	c.setLastLocked()
-	return c.persistLocked()
+	return c.persistLocked(true)
 }
 
 func (c *epochCache) clear() error {
@@ -145,13 +272,13 @@ func (c *epochCache) clear() error {
 	defer c.mu.Unlock()
 	c.entries = nil
 	c.setLastLocked()
-	return c.persistLocked()
+	return c.persistLocked(true)
 }
 
 func (c *epochCache) persist() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.persistLocked()
+	return c.persistLocked(true)
 }
 
 // endOffsetFor answers OffsetsForLeaderEpoch (KIP-101/279): the largest

@@ -240,7 +240,7 @@ func (l *Log) load(recoveryPoint int64) error {
 	epochsChanged, cut := eerr != nil, false
 	onBatch := func(h *record.Header) {
 		prevEpoch = h.PartitionLeaderEpoch
-		if added, _ := l.epochs.assign(h.PartitionLeaderEpoch, h.BaseOffset, false); added {
+		if added, _ := l.epochs.assign(h.PartitionLeaderEpoch, h.BaseOffset, persistNone); added {
 			epochsChanged = true
 		}
 	}
@@ -320,12 +320,21 @@ func (l *Log) load(recoveryPoint int64) error {
 	if err := l.epochs.truncateFromStart(l.segs[0].base); err != nil {
 		return fmt.Errorf("storage: leader epoch checkpoint: %w", err)
 	}
+	// The checkpoint read may be one a new leader wrote without fsync
+	// before a kill -9 (the page cache kept it): its entries from the
+	// recovery point on are not known to be on disk, and an fsync must
+	// precede a recovery point moving past them (see epochCache).
+	l.epochs.markUnsyncedFrom(min(recoveryPoint, next))
 	switch {
 	case recovered && (cut || epochsChanged):
+		var err error
 		if epochsChanged {
-			if err := l.epochs.persist(); err != nil {
-				return fmt.Errorf("storage: leader epoch checkpoint: %w", err)
-			}
+			err = l.epochs.persist()
+		} else {
+			err = l.epochs.syncThrough(next)
+		}
+		if err != nil {
+			return fmt.Errorf("storage: leader epoch checkpoint: %w", err)
 		}
 		active.dirty = true
 		if err := active.sync(); err != nil {
@@ -499,13 +508,42 @@ func (l *Log) LatestEpoch() (int32, bool) { return l.epochs.latest() }
 // maybeAssignEpochStartOffset), so that its followers' divergence checks
 // see the epoch even while it has no batches. An epoch not newer than the
 // latest is ignored.
+//
+// It changes the cache in memory only: a node given thousands of new
+// epochs at once (a restart) would otherwise write the leader epoch
+// checkpoint and wait on two fsyncs for each before its partitions take
+// writes. The epoch reaches the file (no fsync) before its first batch is
+// written, and the disk before the recovery point passes its start; until
+// then a crash that loses it loses nothing the cache needs (the argument
+// is at epochCache).
 func (l *Log) AssignEpochStart(epoch int32) error {
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
 	if err := l.checkWritable(); err != nil {
 		return err
 	}
-	if _, err := l.epochs.assign(epoch, l.leo.Load(), true); err != nil {
+	if _, err := l.epochs.assign(epoch, l.leo.Load(), persistLazy); err != nil {
+		return l.fail(fmt.Errorf("storage: leader epoch checkpoint: %w", err))
+	}
+	return nil
+}
+
+// WriteEpochCheckpoint writes the leader epoch checkpoint, without fsync,
+// if it lacks an epoch AssignEpochStart recorded in memory. The epoch's
+// first append would do it, under the append lock; a node given thousands
+// of epochs at once does it for them in the background instead, so that
+// their first appends, one partition after another in a produce request,
+// find it done.
+func (l *Log) WriteEpochCheckpoint() error {
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	if !l.epochs.stale.Load() {
+		return nil
+	}
+	if err := l.checkWritable(); err != nil {
+		return err
+	}
+	if err := l.epochs.writeStale(); err != nil {
 		return l.fail(fmt.Errorf("storage: leader epoch checkpoint: %w", err))
 	}
 	return nil

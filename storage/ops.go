@@ -396,7 +396,13 @@ func (l *Log) Close() error {
 		if err := active.deactivate(); err != nil {
 			errs = append(errs, err)
 		} else if l.failed == nil {
-			l.advanceRecoveryPoint(l.leo.Load())
+			// The epochs of every batch on disk before the recovery
+			// point passes them (see epochCache).
+			if err := l.epochs.syncThrough(l.leo.Load()); err != nil {
+				errs = append(errs, fmt.Errorf("leader epoch checkpoint: %w", err))
+			} else {
+				l.advanceRecoveryPoint(l.leo.Load())
+			}
 		}
 	}
 	l.closed = true
