@@ -147,6 +147,11 @@ func (l *Log) truncateLocked(offset int64) error {
 	if err := seg.activate(cfg); err != nil {
 		return err
 	}
+	// The epochs of the batches kept, on disk before the batches are
+	// fsynced (see epochCache).
+	if err := l.epochs.syncThrough(newLeo); err != nil {
+		return err
+	}
 	if err := seg.sync(); err != nil {
 		return err
 	}
@@ -393,13 +398,20 @@ func (l *Log) Close() error {
 		l.mu.Lock()
 		active.finalTimeEntry()
 		l.mu.Unlock()
+		// The epochs of every batch on disk are fsynced before the
+		// batches are (deactivate fsyncs the segment) and before the
+		// recovery point passes them (see epochCache): a power loss
+		// between the two fsyncs would otherwise leave fsynced records
+		// of an epoch the checkpoint on disk lacks, which recovery cuts.
+		var epochErr error
+		if l.failed == nil {
+			epochErr = l.epochs.syncThrough(l.leo.Load())
+		}
 		if err := active.deactivate(); err != nil {
 			errs = append(errs, err)
 		} else if l.failed == nil {
-			// The epochs of every batch on disk before the recovery
-			// point passes them (see epochCache).
-			if err := l.epochs.syncThrough(l.leo.Load()); err != nil {
-				errs = append(errs, fmt.Errorf("leader epoch checkpoint: %w", err))
+			if epochErr != nil {
+				errs = append(errs, fmt.Errorf("leader epoch checkpoint: %w", epochErr))
 			} else {
 				l.advanceRecoveryPoint(l.leo.Load())
 			}
