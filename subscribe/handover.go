@@ -22,6 +22,9 @@ import (
 //     are sent, and the stream waits, up to its grace (three quarters of
 //     the rebalance timeout), for the acknowledgements of those it sent,
 //     commits them, and only then revokes it and heartbeats without it.
+//     What was acknowledged before the grace is committed as it starts,
+//     so that a member dropped during it (which can commit nothing)
+//     still hands over what its client had acknowledged.
 //     The next owner starts where this one's client stopped: no record is
 //     delivered twice, and no two clients work on one partition at once.
 //   - A stream may take over the member an older stream of its client had
@@ -166,6 +169,15 @@ func (s *subscription) reconcileChanged(target []partKey, always bool) (bool, er
 		Revoked: partsToAssignment(revoked), Owned: partsToAssignment(s.ownedKeys()), Revoking: partsToAssignment(s.revokingKeys())}}})
 	if err != nil {
 		return true, err
+	}
+	if len(revoking) > 0 {
+		// What the client acknowledged of them already is committed
+		// now, not only at the end of their grace: a member the
+		// coordinator drops before that (its rebalance timeout runs
+		// from the coordinator's answer, the grace from its arrival
+		// here, so a slow node can overrun it) can commit nothing then,
+		// and its next owner would read those records again.
+		s.commit(revoking)
 	}
 	changed := len(revoked)+len(added)+len(revoking) > 0
 	if changed {

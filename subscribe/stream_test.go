@@ -368,6 +368,71 @@ func TestServeCommitsRevokedFirst(t *testing.T) {
 	}
 }
 
+// TestServeCommitsAckedWhenRevoking: what the client acknowledged of a
+// partition before it is taken away is committed as soon as it is
+// listed revoking, not only at the end of its grace, so that a member the
+// coordinator drops during the grace (its rebalance timeout overrun on a
+// slow node), which can commit nothing then, does not leave its next
+// owner to read those records again.
+func TestServeCommitsAckedWhenRevoking(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	b := newFakeBroker()
+	b.batches[0] = subTestBatch(0, 3, 10, 1)
+	var mu sync.Mutex
+	revoke := false
+	b.answer = func(req *request.GroupHeartbeat) (*request.GroupHeartbeatResult, error) {
+		resp := &request.GroupHeartbeatResult{MemberID: req.MemberID, MemberEpoch: req.MemberEpoch, HeartbeatIntervalMs: 10}
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case req.MemberEpoch == 0 && !revoke:
+			resp.MemberEpoch, resp.Assignment = 1, assignment(0)
+		case req.MemberEpoch == 0:
+			resp.MemberEpoch, resp.Assignment = 3, assignment()
+		case revoke && req.MemberEpoch == 1:
+			resp.MemberEpoch, resp.Assignment = 2, assignment()
+		case req.MemberEpoch == 2:
+			return nil, errFenced // dropped during the grace
+		}
+		return resp, nil
+	}
+	st := newFakeStream(ctx)
+	wait := serve(b, st, ordersStart)
+
+	if a := st.next(t).GetAssignment(); !slices.Equal(parts(a.GetAssigned()), []string{"orders-0"}) {
+		t.Fatalf("first message: assignment %v, want orders-0 assigned", a)
+	}
+	if got := batchOffsets(st.next(t).GetBatch()); !slices.Equal(got, span(0, 3)) {
+		t.Fatalf("records %v, want 0..2", got)
+	}
+	st.in <- &quirev1.SubscribeRequest{Request: &quirev1.SubscribeRequest_Ack{Ack: &quirev1.SubscribeAck{
+		Partitions: []*quirev1.AckedOffsets{{Topic: "orders", Partition: 0, NextOffset: 2}}}}}
+	waitEvent(t, b, "fetch orders-0 from 3") // the ack applied: its credit fetches on
+	if i := indexOf(b.log(), "commit"); i >= 0 {
+		t.Fatalf("a commit (%q) with commits on the interval off and nothing revoked", b.log()[i])
+	}
+	mu.Lock()
+	revoke = true
+	mu.Unlock()
+	if a := st.next(t).GetAssignment(); !slices.Equal(parts(a.GetRevoking()), []string{"orders-0"}) {
+		t.Fatalf("after the revocation: %v, want orders-0 revoking", a)
+	}
+	if a := st.next(t).GetAssignment(); !slices.Equal(parts(a.GetRevoked()), []string{"orders-0"}) || a.GetMemberEpoch() != 0 {
+		t.Fatalf("after the fencing: %v, want orders-0 revoked at epoch 0", a)
+	}
+	events := b.log()
+	commit, fenced := indexOf(events, "commit orders-0 at 2 by epoch 2"), indexOf(events, "heartbeat epoch 2")
+	if commit < 0 || commit > fenced {
+		t.Fatalf("commit of orders-0 at 2 (event %d) not before the heartbeat that was fenced (event %d): %q", commit, fenced, events)
+	}
+	close(st.in)
+	if err := wait(t); err != nil {
+		t.Fatalf("Serve after the client closed: %v, want nil", err)
+	}
+}
+
 // TestServeFencedRejoins: a member fenced by the coordinator drops its
 // partitions (telling the client, committing nothing under the old
 // epoch) and joins again.
