@@ -1,7 +1,9 @@
 package broker_test
 
 import (
+	"context"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -37,7 +39,11 @@ func TestFetchLargerThanSendLimitIsCapped(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cc.Close()
-	resp, err := quirev1.NewConsumerClient(cc).Fetch(ctxT(t), &quirev1.FetchRequest{
+	// 72 MiB read, encoded and decoded under -race: minutes on a loaded
+	// machine, a bound only against a hang.
+	fctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	resp, err := quirev1.NewConsumerClient(cc).Fetch(fctx, &quirev1.FetchRequest{
 		MaxBytes:   100 << 20,
 		Partitions: []*quirev1.FetchPartition{{Topic: "big", Partition: 0, Offset: 0, MaxBytes: 100 << 20}},
 	})
