@@ -154,6 +154,10 @@ const (
 // startCTP starts an instance: a new client, a Transaction with the
 // application's id (fencing any earlier instance and aborting its open
 // transaction), and the input read from the group's offsets.
+// ctpStepTimeout bounds each step of the consume-transform-produce test
+// and is its transactions' timeout.
+const ctpStepTimeout = 2 * time.Minute
+
 func startCTP(t *testing.T, ctx context.Context, c *testcluster.Cluster) *ctpApp {
 	t.Helper()
 	var seeds []string
@@ -175,7 +179,12 @@ func startCTP(t *testing.T, ctx context.Context, c *testcluster.Cluster) *ctpApp
 // unknown outcome, which the new Transaction settles first.
 func (a *ctpApp) restart(ctx context.Context) {
 	a.t.Helper()
-	tx, err := a.cl.NewTransaction(ctx, ctpID, 30*time.Second)
+	// A transaction open past its timeout is aborted by the coordinator,
+	// which fences the instance with a new epoch (as Kafka's does); at
+	// 30 s a step of a run slowed throughout by load (25 on 2 cores) was
+	// aborted so. No step is meant to run into it: the timeout is the
+	// steps' own deadline.
+	tx, err := a.cl.NewTransaction(ctx, ctpID, ctpStepTimeout)
 	if err != nil {
 		a.t.Fatalf("init the transactional producer: %v", err)
 	}
@@ -326,14 +335,13 @@ func TestClusterTransactionsSurviveControllerAndApplicationKill(t *testing.T) {
 	// run that is slow throughout (metadata elections under load, three
 	// kills each waiting out a session) is not cut short by one budget
 	// for the whole test.
-	const stepTimeout = 2 * time.Minute
 	maxSteps := 3 * n / per // every step but the few planned failures commits a batch
 	for step := 1; done < n; step++ {
 		if step > maxSteps {
 			t.Fatalf("%d steps, and the group's offsets say %d of %d inputs are processed", maxSteps, done, n)
 		}
 		func() {
-			ctx, cancel := context.WithTimeout(context.Background(), stepTimeout)
+			ctx, cancel := context.WithTimeout(context.Background(), ctpStepTimeout)
 			defer cancel()
 			batch := app.next(ctx, per)
 			var between func()
