@@ -195,17 +195,28 @@ func TestClusterShareKeyOrderedFailures(t *testing.T) {
 		cfg.ShareAutoOffsetReset = "earliest"
 		cfg.GroupShareHeartbeatIntervalMs = 200
 	}))
-	ctx := subCtx(t)
-	ctl := c.WaitController(ctx)
+	// The streams and the writer live for the whole test, which at load
+	// ~30 has taken more than 90 s (a failover, a restart and a
+	// controller election, each seconds to tens of seconds): ctx only
+	// stops a hang. Each wait for the cluster or for progress has its
+	// own deadline (step).
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	t.Cleanup(cancel)
+	step := func() context.Context {
+		sctx, cancel := context.WithTimeout(ctx, testcluster.WaitTimeout)
+		t.Cleanup(cancel)
+		return sctx
+	}
+	ctl := c.WaitController(step())
 	createTopic(t, c, ctl, "kq", 3, 3)
 	// Share-partitions are saved from metadata.version 15 on: below it a
 	// new leader would start afresh.
-	c.WaitImage(ctx, func(img *metadata.Image) bool {
+	c.WaitImage(step(), func(img *metadata.Image) bool {
 		_, ok := img.Topic("kq")
 		return ok && img.MetadataVersion() >= metadata.MetadataVersionShareState
 	})
 	for p := range int32(3) {
-		c.WaitLeader(ctx, "kq", p)
+		c.WaitLeader(step(), "kq", p)
 	}
 	stopProducing := make(chan struct{})
 	produced := keyedProducer(ctx, c, stopProducing)
@@ -241,7 +252,7 @@ func TestClusterShareKeyOrderedFailures(t *testing.T) {
 	}
 	begin := time.Now()
 	progress := func(n int, what string) {
-		c.Eventually(ctx, what, func() error {
+		c.Eventually(step(), what, func() error {
 			if got := l.accepted(); got < n {
 				return fmt.Errorf("%d acceptances confirmed, want %d", got, n)
 			}
@@ -266,10 +277,10 @@ func TestClusterShareKeyOrderedFailures(t *testing.T) {
 
 	// The leader of a partition that is not the controller is killed.
 	progress(300, "acceptances before a leader is killed")
-	ctl = c.WaitController(ctx)
+	ctl = c.WaitController(step())
 	victim := int32(-1)
 	for p := range int32(3) {
-		if leader, _ := c.WaitLeader(ctx, "kq", p); leader != ctl {
+		if leader, _ := c.WaitLeader(step(), "kq", p); leader != ctl {
 			victim = leader
 			break
 		}
@@ -289,7 +300,7 @@ func TestClusterShareKeyOrderedFailures(t *testing.T) {
 
 	// The controller is killed.
 	progress(l.accepted()+100, "acceptances before the controller is killed")
-	ctl = c.WaitController(ctx)
+	ctl = c.WaitController(step())
 	c.Kill(ctl)
 	t.Logf("killed node %d, the controller", ctl)
 	replaceOn(ctl)
@@ -302,7 +313,7 @@ func TestClusterShareKeyOrderedFailures(t *testing.T) {
 	for _, e := range ends {
 		total += e
 	}
-	c.Eventually(ctx, "every share-partition finished in the metadata log", func() error {
+	c.Eventually(step(), "every share-partition finished in the metadata log", func() error {
 		img := c.Image(live)
 		for p := range int32(3) {
 			st, ok := img.ShareState(metadata.ShareKey{Group: "kg", Topic: "kq", Partition: p})
