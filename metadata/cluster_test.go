@@ -458,24 +458,63 @@ func TestControllerFencesSilentBroker(t *testing.T) {
 		}
 	}
 	// Its heartbeat with the old epoch after a re-registration is rejected.
-	ctl := c.waitController()
-	b, _ := ctl.Image().Broker(victim)
-	epoch, err := ctl.Ctl().RegisterBroker(context.Background(), b)
-	if err != nil || epoch <= b.Epoch {
-		t.Fatalf("re-register: epoch %d (was %d), %v", epoch, b.Epoch, err)
+	// Each call goes to the controller of the moment and is retried as a
+	// broker retries it: a loaded machine can move the leadership in
+	// between, and the call then fails with ErrNoQuorum or
+	// ErrNotController.
+	b, _ := c.waitController().Image().Broker(victim)
+	var epoch int64
+	c.onController("re-register", func(ctl *Node) (err error) {
+		epoch, err = ctl.Ctl().RegisterBroker(context.Background(), b)
+		return err
+	})
+	if epoch <= b.Epoch {
+		t.Fatalf("re-register: epoch %d (was %d)", epoch, b.Epoch)
 	}
-	if err := ctl.Ctl().Heartbeat(context.Background(), victim, b.Incarnation, b.Epoch, 0); !errors.Is(err, ErrFencedBroker) {
-		t.Fatalf("heartbeat of an old epoch: %v", err)
-	}
-	if err := ctl.Ctl().Heartbeat(context.Background(), 42, "x", 1, 0); !errors.Is(err, ErrUnknownBroker) {
-		t.Fatalf("heartbeat of an unknown broker: %v", err)
-	}
-	if err := ctl.Ctl().Heartbeat(context.Background(), victim, b.Incarnation, epoch, 0); err != nil {
-		t.Fatalf("heartbeat after re-registration: %v", err)
-	}
+	c.onController("heartbeat of an old epoch", func(ctl *Node) error {
+		err := ctl.Ctl().Heartbeat(context.Background(), victim, b.Incarnation, b.Epoch, 0)
+		if err == nil {
+			return errors.New("accepted, want ErrFencedBroker")
+		}
+		if errors.Is(err, ErrFencedBroker) {
+			return nil
+		}
+		return err
+	})
+	c.onController("heartbeat of an unknown broker", func(ctl *Node) error {
+		err := ctl.Ctl().Heartbeat(context.Background(), 42, "x", 1, 0)
+		if err == nil {
+			return errors.New("accepted, want ErrUnknownBroker")
+		}
+		if errors.Is(err, ErrUnknownBroker) {
+			return nil
+		}
+		return err
+	})
+	ctl := c.onController("heartbeat after re-registration", func(ctl *Node) error {
+		return ctl.Ctl().Heartbeat(context.Background(), victim, b.Incarnation, epoch, 0)
+	})
 	if nb, _ := ctl.Image().Broker(victim); nb.Fenced {
 		t.Fatal("heartbeat did not unfence")
 	}
+}
+
+// onController calls call with the controller until it returns nil, and
+// returns that controller. ErrNoQuorum and ErrNotController (leadership
+// moved during the call) are retried, as a broker retries them; any other
+// error fails the test.
+func (c *testCluster) onController(what string, call func(ctl *Node) error) *Node {
+	c.t.Helper()
+	var ctl *Node
+	poll.Until(c.t, what, func() error {
+		ctl = c.waitController()
+		err := call(ctl)
+		if err != nil && !errors.Is(err, ErrNoQuorum) && !errors.Is(err, ErrNotController) {
+			c.t.Fatalf("%s: %v", what, err)
+		}
+		return err
+	})
+	return ctl
 }
 
 func TestControllerAlterPartitionAndShutdown(t *testing.T) {

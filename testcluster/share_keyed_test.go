@@ -195,17 +195,28 @@ func TestClusterShareKeyOrderedFailures(t *testing.T) {
 		cfg.ShareAutoOffsetReset = "earliest"
 		cfg.GroupShareHeartbeatIntervalMs = 200
 	}))
-	ctx := subCtx(t)
-	ctl := c.WaitController(ctx)
+	// The streams and the writer live for the whole test, which at load
+	// ~30 has taken more than 90 s (a failover, a restart and a
+	// controller election, each seconds to tens of seconds): ctx only
+	// stops a hang. Each wait for the cluster or for progress has its
+	// own deadline (step).
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	t.Cleanup(cancel)
+	step := func() context.Context {
+		sctx, cancel := context.WithTimeout(ctx, testcluster.WaitTimeout)
+		t.Cleanup(cancel)
+		return sctx
+	}
+	ctl := c.WaitController(step())
 	createTopic(t, c, ctl, "kq", 3, 3)
 	// Share-partitions are saved from metadata.version 15 on: below it a
 	// new leader would start afresh.
-	c.WaitImage(ctx, func(img *metadata.Image) bool {
+	c.WaitImage(step(), func(img *metadata.Image) bool {
 		_, ok := img.Topic("kq")
 		return ok && img.MetadataVersion() >= metadata.MetadataVersionShareState
 	})
 	for p := range int32(3) {
-		c.WaitLeader(ctx, "kq", p)
+		c.WaitLeader(step(), "kq", p)
 	}
 	stopProducing := make(chan struct{})
 	produced := keyedProducer(ctx, c, stopProducing)
@@ -241,7 +252,7 @@ func TestClusterShareKeyOrderedFailures(t *testing.T) {
 	}
 	begin := time.Now()
 	progress := func(n int, what string) {
-		c.Eventually(ctx, what, func() error {
+		c.Eventually(step(), what, func() error {
 			if got := l.accepted(); got < n {
 				return fmt.Errorf("%d acceptances confirmed, want %d", got, n)
 			}
@@ -266,10 +277,10 @@ func TestClusterShareKeyOrderedFailures(t *testing.T) {
 
 	// The leader of a partition that is not the controller is killed.
 	progress(300, "acceptances before a leader is killed")
-	ctl = c.WaitController(ctx)
+	ctl = c.WaitController(step())
 	victim := int32(-1)
 	for p := range int32(3) {
-		if leader, _ := c.WaitLeader(ctx, "kq", p); leader != ctl {
+		if leader, _ := c.WaitLeader(step(), "kq", p); leader != ctl {
 			victim = leader
 			break
 		}
@@ -289,7 +300,7 @@ func TestClusterShareKeyOrderedFailures(t *testing.T) {
 
 	// The controller is killed.
 	progress(l.accepted()+100, "acceptances before the controller is killed")
-	ctl = c.WaitController(ctx)
+	ctl = c.WaitController(step())
 	c.Kill(ctl)
 	t.Logf("killed node %d, the controller", ctl)
 	replaceOn(ctl)
@@ -302,19 +313,37 @@ func TestClusterShareKeyOrderedFailures(t *testing.T) {
 	for _, e := range ends {
 		total += e
 	}
-	c.Eventually(ctx, "every share-partition finished in the metadata log", func() error {
-		img := c.Image(live)
-		for p := range int32(3) {
-			st, ok := img.ShareState(metadata.ShareKey{Group: "kg", Topic: "kq", Partition: p})
-			if !ok {
-				return fmt.Errorf("no saved state of kq-%d", p)
+	// The members drain what was written meanwhile, at whatever pace the
+	// machine allows (at load ~30 some 3 acceptances a second, with
+	// hundreds to go): each wait is for the saved starts to move on, and
+	// fails only when one makes no progress within its deadline.
+	moved := int64(-1)
+	for finished := false; !finished; {
+		c.Eventually(step(), "share-partitions saved in the metadata log moving on to every record finished", func() error {
+			img := c.Image(live)
+			var starts int64
+			var unfinished error
+			for p := range int32(3) {
+				st, ok := img.ShareState(metadata.ShareKey{Group: "kg", Topic: "kq", Partition: p})
+				if !ok {
+					return fmt.Errorf("no saved state of kq-%d", p)
+				}
+				starts += st.Start
+				if unfinished == nil && (st.Start != ends[p] || len(st.Runs) != 0) {
+					unfinished = fmt.Errorf("kq-%d saved at start %d with %v, want every record of %d finished", p, st.Start, st.Runs, ends[p])
+				}
 			}
-			if st.Start != ends[p] || len(st.Runs) != 0 {
-				return fmt.Errorf("kq-%d saved at start %d with %v, want every record of %d finished", p, st.Start, st.Runs, ends[p])
+			if unfinished == nil {
+				finished = true
+				return nil
 			}
-		}
-		return nil
-	})
+			if starts > moved {
+				moved = starts
+				return nil
+			}
+			return unfinished
+		})
+	}
 	for _, m := range members {
 		m.cancel()
 		<-m.done

@@ -60,9 +60,13 @@ const (
 	// nodes share the test's CPU (with -race, with other tests running in
 	// parallel, on a loaded machine), where a heartbeat's round trip can
 	// take several hundred milliseconds: a lease shorter than that has the
-	// controller step down again and again. Tests that need a new
-	// controller stop or kill the old one.
-	RaftTimeout = time.Second
+	// controller step down again and again. At load 30 with -race (a
+	// full make test beside CPU hogs) 1 s was not enough either: the
+	// leader lost its lease ("failed to contact quorum") and candidates'
+	// vote rounds kept outlasting their 1-2 s election timer, so three
+	// nodes went a minute without a controller. Tests that need a new
+	// controller stop or kill the old one; a new one then takes 2-4 s.
+	RaftTimeout = 2 * time.Second
 	HeartbeatMs = 200
 	// SessionTimeoutMs is broker.session.timeout.ms: long enough that a
 	// node held up by the machine's load is not fenced by accident, short
@@ -76,6 +80,12 @@ const (
 	// WaitTimeout bounds every Wait… that gets a context without deadline:
 	// it only stops a hang.
 	WaitTimeout = 2 * poll.Timeout
+	// ReadyTimeout bounds the wait for nodes to register and be unfenced
+	// (New, Restart, Add): it only stops a hang. A node is ready once the
+	// quorum has elected a controller and committed its registration; on
+	// a loaded machine the election alone has been seen to take most of a
+	// minute.
+	ReadyTimeout = 4 * poll.Timeout
 )
 
 // Option configures New.
@@ -172,10 +182,10 @@ func New(t testing.TB, n int, opts ...Option) *Cluster {
 		}
 		c.set(int32(i+1), b)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), WaitTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), ReadyTimeout)
 	defer cancel()
 	for i := range n {
-		if err := c.Node(int32(i + 1)).WaitReady(ctx); err != nil {
+		if err := c.waitReady(ctx, int32(i+1)); err != nil {
 			t.Fatalf("testcluster: node %d: %v", i+1, err)
 		}
 	}
@@ -191,6 +201,34 @@ func New(t testing.TB, n int, opts ...Option) *Cluster {
 		return live == n
 	})
 	return c
+}
+
+// waitReady waits until node id is ready (registered, unfenced, hosting
+// its replicas) or ctx ends; then the error says how long it waited and
+// the node's last view: the controller it knows and its own registration.
+func (c *Cluster) waitReady(ctx context.Context, id int32) error {
+	b := c.Node(id)
+	start := time.Now()
+	if err := b.WaitReady(ctx); err != nil {
+		return fmt.Errorf("waiting %v for it to register and be unfenced: %w (last: %s)",
+			time.Since(start).Round(time.Millisecond), err, readyState(b.Metadata(), id))
+	}
+	return nil
+}
+
+// readyState describes what node id's metadata member knows of the
+// controller and of its own registration.
+func readyState(m *metadata.Node, id int32) string {
+	ctl := "no controller known"
+	if cid, _, ok := m.Controller(); ok {
+		ctl = fmt.Sprintf("controller %d", cid)
+	}
+	img := m.Image()
+	reg := "not registered"
+	if br, ok := img.Broker(id); ok {
+		reg = fmt.Sprintf("registered (incarnation %s, fenced %t)", br.Incarnation, br.Fenced)
+	}
+	return fmt.Sprintf("raft %s, %s, image index %d, %s", m.Raft().State(), ctl, img.Index(), reg)
 }
 
 // IDs lists the node ids, 1..n.
@@ -411,9 +449,9 @@ func (c *Cluster) Restart(id int32) {
 	if err := c.TryRestart(id); err != nil {
 		c.t.Fatalf("testcluster: restart node %d: %v", id, err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), WaitTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), ReadyTimeout)
 	defer cancel()
-	if err := c.Node(id).WaitReady(ctx); err != nil {
+	if err := c.waitReady(ctx, id); err != nil {
 		c.t.Fatalf("testcluster: restart node %d: %v", id, err)
 	}
 }
@@ -577,9 +615,9 @@ func (c *Cluster) Add() int32 {
 		c.t.Fatalf("testcluster: start node %d: %v", id, err)
 	}
 	c.set(id, b)
-	ctx, cancel := context.WithTimeout(context.Background(), WaitTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), ReadyTimeout)
 	defer cancel()
-	if err := b.WaitReady(ctx); err != nil {
+	if err := c.waitReady(ctx, id); err != nil {
 		c.t.Fatalf("testcluster: node %d: %v", id, err)
 	}
 	// As New does: every node sees it live before the test goes on.
