@@ -53,16 +53,6 @@ leader_of() {
 isr_size() {
 	q topic describe "$1" --format json 2>/dev/null | tr -d ' \n' | grep -o '"isr":\[[0-9,]*\]' | sed -n 1p | tr -cd ',' | wc -c | awk '{print $1 + 1}'
 }
-# wait_for WHAT SECONDS CMD...: poll CMD until it succeeds.
-wait_for() {
-	local what=$1 secs=$2
-	shift 2
-	local deadline=$((SECONDS + secs))
-	until "$@"; do
-		[ "$SECONDS" -lt "$deadline" ] || fail "$what not within ${secs}s"
-		sleep 0.3
-	done
-}
 # consume_all TOPIC N: the first N records of partition 0, retried while the
 # leader moves.
 consume_all() {

@@ -123,16 +123,6 @@ q() { "$quire" "$@"; }
 
 now() { date +%s.%N; }
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1fs", b - a }'; }
-# wait_for WHAT SECONDS CMD...: poll CMD until it succeeds.
-wait_for() {
-	local what=$1 secs=$2
-	shift 2
-	local deadline=$((SECONDS + secs))
-	until "$@"; do
-		[ "$SECONDS" -lt "$deadline" ] || fail "$what not within ${secs}s"
-		sleep 0.5
-	done
-}
 cid() { "${compose[@]}" ps -q "quire$1"; }
 # metric_sum NAME: the sum of series NAME (no labels) over the nodes whose
 # published metrics port answers.
@@ -227,11 +217,7 @@ t_ready=$(since "$t")
 step "time cluster ready (up -d to three healthy nodes): $t_ready"
 
 step "the host sees every node at its EXTERNAL address"
-out=$(q cluster info) || fail "cluster info from the host: $out"
-for n in 1 2 3; do
-	port_var=QUIRE${n}_PORT
-	grep -Eq "^$n\*? +127\.0\.0\.1:${!port_var} .* no +[0-9]+ +([0-9]+|-) +(no|yes)$" <<<"$out" || fail "node $n is not live at 127.0.0.1:${!port_var}: $out"
-done
+wait_for "cluster info from the host listing the three brokers live at 127.0.0.1" 60 live '127\.0\.0\.1' external_port q cluster info
 
 step "each node's metrics listener on its published host port"
 for n in 1 2 3; do
@@ -241,11 +227,8 @@ for n in 1 2 3; do
 done
 
 step "a client in another container on the compose network sees the INTERNAL addresses"
-out=$(docker run --rm --name "$client_name" --network "$network" --entrypoint quire "$image" \
-	--brokers quire1:19092 cluster info 2>&1) || fail "cluster info from a container: $out"
-for n in 1 2 3; do
-	grep -Eq "^$n\*? +quire$n:$((19091 + n)) " <<<"$out" || fail "node $n is not at quire$n:$((19091 + n)) inside the network: $out"
-done
+wait_for "cluster info from a container listing the three brokers live at quireN" 60 live 'quire[1-3]' internal_port \
+	docker run --rm --name "$client_name" --network "$network" --entrypoint quire "$image" --brokers quire1:19092 cluster info
 
 if have_kcat /dev/null; then
 	step "kcat on the host: every node at its KAFKA address; records in through Kafka's protocol (acks=all), out through gRPC"

@@ -117,16 +117,6 @@ q() { "$quire" --tls-ca "$certs/ca.pem" --tls-cert "$certs/admin.pem" --tls-key 
 
 now() { date +%s.%N; }
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1fs", b - a }'; }
-# wait_for WHAT SECONDS CMD...: poll CMD until it succeeds.
-wait_for() {
-	local what=$1 secs=$2
-	shift 2
-	local deadline=$((SECONDS + secs))
-	until "$@"; do
-		[ "$SECONDS" -lt "$deadline" ] || fail "$what not within ${secs}s"
-		sleep 0.5
-	done
-}
 healthy() {
 	local n c
 	for n in 1 2 3; do
@@ -168,12 +158,7 @@ for f in ca.pem admin.pem admin-key.pem reader.pem reader-key.pem; do
 done
 
 step "admin from the host: cluster info shows the three brokers at their EXTERNAL addresses"
-out=$(q cluster info 2>&1) || fail "cluster info as admin: $out"
-for n in 1 2 3; do
-	port_var=QUIRE${n}_PORT
-	grep -Eq "^$n\*? +127\.0\.0\.1:${!port_var} .* no +[0-9]+ +([0-9]+|-) +(no|yes)$" <<<"$out" || fail "node $n is not live at 127.0.0.1:${!port_var}: $out"
-done
-[ "$(grep -Ec '^[0-9]+\*? +127\.0\.0\.1:' <<<"$out")" = 3 ] || fail "cluster info does not show exactly 3 brokers: $out"
+wait_for "cluster info as admin listing the three brokers live at 127.0.0.1" 60 live '127\.0\.0\.1' external_port q cluster info
 
 step "a plaintext client is refused on every EXTERNAL listener and on an INTERNAL one"
 for b in ${all_brokers//,/ }; do
@@ -245,10 +230,7 @@ else
 fi
 
 step "the CLI inside a container connects as admin to quireN (the node certificates' host names)"
-out=$("${compose[@]}" exec -T quire1 quire cluster info 2>&1) || fail "cluster info inside quire1: $out"
-for n in 1 2 3; do
-	grep -Eq "^$n\*? +quire$n:$((19091 + n)) .* no +[0-9]+ +([0-9]+|-) +(no|yes)$" <<<"$out" || fail "node $n is not live at quire$n:$((19091 + n)) inside the network: $out"
-done
+wait_for "cluster info inside quire1 listing the three brokers live at quireN" 60 live 'quire[1-3]' internal_port "${compose[@]}" exec -T quire1 quire cluster info
 
 step "up -d again: the certs service runs again and keeps the CA"
 "${compose[@]}" up -d --no-build >"$tmp/up.log" 2>&1 || { cat "$tmp/up.log" >&2; fail "second compose up"; }
@@ -256,7 +238,7 @@ step "up -d again: the certs service runs again and keeps the CA"
 "${compose[@]}" logs --no-color certs 2>&1 | grep -q "kept:" || fail "the certs service did not say it kept the files"
 copy_certs "$tmp/certs-again"
 cmp -s "$certs/ca.pem" "$tmp/certs-again/ca.pem" || fail "a second up -d replaced the CA"
-out=$(q cluster info 2>&1) || fail "cluster info with the first copy of the certificates after a second up -d: $out"
+wait_for "cluster info with the first copy of the certificates after a second up -d" 60 live '127\.0\.0\.1' external_port q cluster info
 
 step "down -v"
 "${compose[@]}" down -v --remove-orphans -t 30 >/dev/null 2>&1 || fail "compose down"

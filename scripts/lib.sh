@@ -112,3 +112,39 @@ have_kcat() {
 scratch_pages() {
 	dd if=/dev/zero of="$1" bs=1M count=$(($2 / 1048576 + 1)) status=none && rm -f "$1"
 }
+
+# wait_for WHAT SECONDS CMD...: poll CMD until it succeeds; the caller's
+# fail says what did not happen, with wait_last when CMD left it (the last
+# answer it read).
+wait_for() {
+	local what=$1 secs=$2
+	shift 2
+	local deadline=$((SECONDS + secs))
+	wait_last=
+	until "$@"; do
+		[ "$SECONDS" -lt "$deadline" ] || fail "$what not within ${secs}s${wait_last:+; last answer: $wait_last}"
+		sleep 0.5
+	done
+}
+
+# live NAME PORT_OF CMD...: CMD (a cluster info) answers and lists exactly
+# three brokers, node n live (unfenced) at NAME:port where `PORT_OF n`
+# prints its port. A metadata election (a loaded machine can cost the
+# controller its lease) makes cluster info answer "no active controller"
+# for a moment, so the compose scripts wait for this rather than ask once.
+live() {
+	local name=$1 port_of=$2 n
+	shift 2
+	wait_last=$("$@" 2>&1) || return 1
+	for n in 1 2 3; do
+		grep -Eq "^$n\*? +$name:$($port_of "$n") .* no +[0-9]+ +([0-9]+|-) +(no|yes)$" <<<"$wait_last" || return 1
+	done
+	[ "$(grep -Ec "^[0-9]+\*? +$name:" <<<"$wait_last")" = 3 ]
+}
+# external_port N / internal_port N: node N's gRPC port published on the
+# host (QUIREN_PORT) / inside the compose network (19091 + N).
+external_port() {
+	local port_var=QUIRE${1}_PORT
+	echo "${!port_var}"
+}
+internal_port() { echo $((19091 + $1)); }
