@@ -20,8 +20,10 @@ import (
 //     heartbeat interval.
 //   - A revoked partition is not given up at once: no more of its records
 //     are sent, and the stream waits, up to its grace (three quarters of
-//     the rebalance timeout), for the acknowledgements of those it sent,
-//     commits them, and only then revokes it and heartbeats without it.
+//     the rebalance timeout, counted from the send of the heartbeat that
+//     brought the revocation, so before the coordinator's own count
+//     starts), for the acknowledgements of those it sent, commits them,
+//     and only then revokes it and heartbeats without it.
 //     What was acknowledged before the grace is committed as it starts,
 //     so that a member dropped during it (which can commit nothing)
 //     still hands over what its client had acknowledged.
@@ -127,7 +129,7 @@ func (s *subscription) reconcileChanged(target []partKey, always bool) (bool, er
 		if s.epoch > 0 {
 			// Given up once what was sent is acknowledged
 			// (finishRevoking), not before.
-			revoking = s.startRevoking(revoked, time.Now())
+			revoking = s.startRevoking(revoked, s.graceFrom(time.Now()))
 			revoked = nil
 		} else {
 			// Fenced: it is someone else's already.
@@ -174,9 +176,11 @@ func (s *subscription) reconcileChanged(target []partKey, always bool) (bool, er
 		// What the client acknowledged of them already is committed
 		// now, not only at the end of their grace: a member the
 		// coordinator drops before that (its rebalance timeout runs
-		// from the coordinator's answer, the grace from its arrival
-		// here, so a slow node can overrun it) can commit nothing then,
-		// and its next owner would read those records again.
+		// from the coordinator's answer; the grace from the
+		// heartbeat's send, earlier, but a node stalled for the last
+		// quarter of the timeout still overruns it) can commit
+		// nothing then, and its next owner would read those records
+		// again.
 		s.commit(revoking)
 	}
 	changed := len(revoked)+len(added)+len(revoking) > 0
@@ -197,6 +201,15 @@ func (s *subscription) grace() time.Duration {
 		rt = time.Duration(s.start.RebalanceTimeoutMs) * time.Millisecond
 	}
 	return rt * 3 / 4
+}
+
+// graceFrom is when a revocation learnt now starts its grace: when the
+// heartbeat that brought it was sent, or now when that is unknown.
+func (s *subscription) graceFrom(now time.Time) time.Time {
+	if !s.hbSent.IsZero() && s.hbSent.Before(now) {
+		return s.hbSent
+	}
+	return now
 }
 
 func (p *subPart) revoking() bool { return !p.revokeBy.IsZero() }

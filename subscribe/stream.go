@@ -140,6 +140,12 @@ type subscription struct {
 
 	hbInFlight bool
 	hbAt       time.Time
+	// hbSent is when the last heartbeat (or join) was sent: the
+	// coordinator starts a revocation's rebalance timeout when it
+	// handles it, so no earlier than that, and a revoked partition's
+	// grace starts from it (startRevoking), not from the answer's
+	// arrival, which a loaded node can hold up.
+	hbSent     time.Time
 	hbDone     chan hbResult
 	fetchStop  context.CancelFunc // the fetch in flight, nil when none
 	fetchDone  chan fetchDone
@@ -505,6 +511,7 @@ func (s *subscription) join() (*request.GroupHeartbeatResult, error) {
 	deadline := time.Now().Add(subscribeJoinTimeout)
 	for {
 		ctx, cancel := context.WithTimeout(s.ctx, subscribeCallTimeout)
+		s.hbSent = time.Now()
 		resp, err := s.core.ConsumerGroupHeartbeat(ctx, s.heartbeatRequest())
 		cancel()
 		if s.takeover && err != nil {
@@ -535,7 +542,7 @@ func (s *subscription) join() (*request.GroupHeartbeatResult, error) {
 
 func (s *subscription) spawnHeartbeat() {
 	req := s.heartbeatRequest()
-	s.hbInFlight, s.hbOwned = true, s.ownedKeys()
+	s.hbInFlight, s.hbOwned, s.hbSent = true, s.ownedKeys(), time.Now()
 	// Not ended with the stream: finish waits for it, so that a join
 	// in flight is not answered after the leave.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.ctx), subscribeCallTimeout)

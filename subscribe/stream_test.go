@@ -631,3 +631,35 @@ func TestServeEndsWhenTheGroupIsRefused(t *testing.T) {
 		t.Fatalf("events %q: want the join and the one refused heartbeat", b.log())
 	}
 }
+
+// TestRevocationGraceStartsAtHeartbeatSend: a revoked partition's grace
+// is counted from the send of the heartbeat that brought the
+// revocation, not from its answer's arrival: the coordinator's rebalance
+// timeout starts when it handles that heartbeat, so a node that took
+// long to see the answer must not wait past the coordinator's deadline
+// (the member would be fenced, and could commit nothing).
+func TestRevocationGraceStartsAtHeartbeatSend(t *testing.T) {
+	t.Parallel()
+	sent := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	arrived := sent.Add(3 * time.Second) // a slow answer
+	k := partKey{"orders", 0}
+	s := &subscription{start: &quirev1.SubscribeStart{RebalanceTimeoutMs: 8000},
+		owned: map[partKey]*subPart{k: {tp: k}}, hbSent: sent}
+	if got := s.startRevoking([]partKey{k}, s.graceFrom(arrived)); !slices.Equal(got, []partKey{k}) {
+		t.Fatalf("startRevoking started %v, want %v", got, []partKey{k})
+	}
+	if got, want := s.owned[k].revokeBy, sent.Add(6*time.Second); !got.Equal(want) {
+		t.Fatalf("grace ends at %v, want %v (three quarters of the rebalance timeout after the heartbeat's send)", got, want)
+	}
+
+	// Without a heartbeat sent (or one timed after now), the grace
+	// starts now.
+	s = &subscription{start: &quirev1.SubscribeStart{RebalanceTimeoutMs: 8000}}
+	if got := s.graceFrom(arrived); !got.Equal(arrived) {
+		t.Fatalf("graceFrom with no heartbeat sent = %v, want %v", got, arrived)
+	}
+	s.hbSent = arrived.Add(time.Second)
+	if got := s.graceFrom(arrived); !got.Equal(arrived) {
+		t.Fatalf("graceFrom with a heartbeat sent after now = %v, want %v", got, arrived)
+	}
+}
