@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/quirelog/quire/share"
@@ -139,6 +140,10 @@ type Coordinator struct {
 	// partitions of it (its state deleted): a change made before a drop
 	// is not saved (PersistSince).
 	drops map[string]uint64
+	// replaced counts the times a share-partition's state with changes
+	// not yet saved was replaced (persist.go): a change made before is
+	// gone with it. Taken under partitions' locks, hence atomic.
+	replaced atomic.Uint64
 
 	saver saver // persist.go
 }
@@ -184,6 +189,11 @@ type partition struct {
 	gen uint64
 	// born is the group's drops count when p was made (PersistSince).
 	born uint64
+	// era is the coordinator's replaced count when p's state last went
+	// with changes not saved (dropped after a refused save, or restored
+	// over on a new lease): the changes made before are not in p.p, nor
+	// in any state saved from it since.
+	era uint64
 	// pending are the dead letters not yet known written (deadletters.go).
 	pending []pendingDead
 }

@@ -23,6 +23,17 @@ import (
 // only once its delivery is. The saves of concurrent calls go together:
 // while one Store.Save is under way the others queue, and the next one
 // carries all of them, each share-partition once, at its latest state.
+//
+// A change is saved by saving a state that holds it, not merely a later
+// one: the state a call changed can be replaced before the call saves
+// it, dropped when another call's save is refused and restored from the
+// store, or restored over on a new lease, and what replaces it does not
+// hold the change (a record acquired there is free again at the same
+// delivery count, a record accepted there is not). So a share-partition
+// counts its eras, each begun by such a replacement of a state with
+// changes not yet saved; PersistSince answers ErrStateNotSaved for one
+// whose era began after its mark, and a write answers only the saves of
+// the era it wrote.
 
 // Lease is a node's leadership of a partition: a state is restored and
 // saved under one, and restored again when it changes.
@@ -83,6 +94,13 @@ func (c *Coordinator) restore(p *partition, cfg share.Config) error {
 	if err != nil {
 		return err
 	}
+	if p.p != nil && p.version > p.saved {
+		// Changes made under the old lease and not saved go with the
+		// state: the calls that made them must not be answered by a
+		// save of the one restored (a state dropped began its era
+		// when dropped).
+		p.era = c.replaced.Add(1)
+	}
 	// A dead letter being written (claimed, not finished) stays
 	// claimed: handed out again now, its check could run before that
 	// write lands and write it a second time.
@@ -106,10 +124,11 @@ func (c *Coordinator) restore(p *partition, cfg share.Config) error {
 	return nil
 }
 
-// saveItem is one share-partition's state to save, at version.
+// saveItem is one share-partition's state to save, at version of era.
 type saveItem struct {
 	p       *partition
 	version uint64
+	era     uint64
 	state   SavedState
 }
 
@@ -139,8 +158,9 @@ func (c *Coordinator) Persist(ctx context.Context, group string, tps []TopicPart
 // Mark is where a group's share-partitions stood when a call began
 // changing them (MarkGroup).
 type Mark struct {
-	drops uint64
-	set   bool
+	drops    uint64
+	replaced uint64
+	set      bool
 }
 
 // MarkGroup is the mark to take before changing share-partitions of
@@ -148,13 +168,17 @@ type Mark struct {
 func (c *Coordinator) MarkGroup(group string) Mark {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return Mark{drops: c.drops[group], set: true}
+	return Mark{drops: c.drops[group], replaced: c.replaced.Load(), set: true}
 }
 
 // PersistSince is Persist of changes made since mark: a share-partition
 // this node dropped since (the group's state deleted, the group
 // forgotten), gone or made anew, is ErrStateNotSaved, since what the
-// call changed in it went with it.
+// call changed in it went with it; so is one whose state was replaced
+// since with changes not saved (a save refused, a new lease), since the
+// call's may have been among them. That can refuse a change made after
+// the replacement, in the same call (its restore on a new lease): it
+// was saved, and is then handled as any save whose answer was lost.
 func (c *Coordinator) PersistSince(ctx context.Context, group string, tps []TopicPartition, mark Mark) []error {
 	out := make([]error, len(tps))
 	if c.cfg.Store == nil {
@@ -172,13 +196,18 @@ func (c *Coordinator) PersistSince(ctx context.Context, group string, tps []Topi
 			continue
 		}
 		p.mu.Lock()
+		if mark.set && p.era > mark.replaced {
+			p.mu.Unlock()
+			out[i] = fmt.Errorf("%w: group %s on %s-%d: its state was replaced meanwhile (a save refused, or a new lease)", ErrStateNotSaved, group, tp.Topic, tp.Partition)
+			continue
+		}
 		if p.p == nil && p.version > p.saved {
 			// Dropped when a save under its lease was refused: what
 			// changed since the last save is lost, not saved.
 			out[i] = fmt.Errorf("%w: group %s on %s-%d", ErrStateNotSaved, group, tp.Topic, tp.Partition)
 		}
 		if p.p != nil && p.version > p.saved {
-			items = append(items, saveItem{p: p, version: p.version,
+			items = append(items, saveItem{p: p, version: p.version, era: p.era,
 				state: SavedState{Group: group, TopicPartition: tp, Lease: p.lease, Snapshot: p.p.Snapshot(),
 					DeadLetters: p.pendingSnapshot(), Generation: p.gen}})
 			at = append(at, i)
@@ -257,14 +286,15 @@ func (c *Coordinator) flushSaves(ctx context.Context) {
 }
 
 // save writes the latest state of each partition the requests name, in
-// one Store.Save, and answers them.
+// one Store.Save, and answers them: a save of an era before the one
+// written is ErrStateNotSaved (its change is not in the state written).
 func (c *Coordinator) save(ctx context.Context, reqs []*saveRequest) {
 	latest := map[*partition]int{} // partition -> index in batch
 	var batch []saveItem
 	for _, r := range reqs {
 		for _, it := range r.items {
 			if i, ok := latest[it.p]; ok {
-				if it.version > batch[i].version {
+				if it.era > batch[i].era || (it.era == batch[i].era && it.version > batch[i].version) {
 					batch[i] = it
 				}
 				continue
@@ -288,7 +318,12 @@ func (c *Coordinator) save(ctx context.Context, reqs []*saveRequest) {
 	for _, r := range reqs {
 		out := make([]error, len(r.items))
 		for j, it := range r.items {
-			out[j] = errs[latest[it.p]]
+			i := latest[it.p]
+			out[j] = errs[i]
+			if it.era != batch[i].era {
+				out[j] = fmt.Errorf("%w: group %s on %s-%d: its state was replaced before it was saved (a save refused, or a new lease)",
+					ErrStateNotSaved, it.state.Group, it.state.Topic, it.state.Partition)
+			}
 		}
 		r.done <- out
 	}
@@ -319,15 +354,19 @@ func (c *Coordinator) saveChunk(ctx context.Context, batch []saveItem, errs []er
 		}
 		it.p.mu.Lock()
 		switch {
+		case it.era != it.p.era:
+			// Of a state replaced since: nothing of the one held now.
 		case errs[i] == nil:
 			it.p.saved = max(it.p.saved, it.version)
 		case err == nil && it.p.lease == it.state.Lease:
 			// Refused: this node no longer leads the partition under
 			// that lease (or the group's settings changed). Whatever
-			// it holds of it is stale; its pending dead letters are
+			// it holds of it is stale, and the changes not saved go
+			// with it (a new era); its pending dead letters are
 			// replaced by the saved ones at the restore, those being
 			// written kept claimed.
 			it.p.p = nil
+			it.p.era = c.replaced.Add(1)
 		}
 		it.p.mu.Unlock()
 	}
