@@ -70,11 +70,14 @@ func (c *cluster) dialOptions() []grpc.DialOption {
 			Backoff:           backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 500 * time.Millisecond},
 			MinConnectTimeout: 2 * time.Second,
 		}),
-		// A peer cut off or paused is found within about two seconds,
+		// A peer cut off or paused is found within about four seconds,
 		// idle or not, and its connection replaced, instead of waiting
 		// on TCP retransmission after the network heals (servers accept
-		// pings once a second).
-		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: time.Second, Timeout: time.Second, PermitWithoutStream: true}),
+		// pings once a second). A ping gets 3 s: with 1 s, a node
+		// starved of CPU for a second (a loaded machine, a long GC)
+		// had its healthy connections closed, and with them the raft
+		// calls on them, which cost the controller its lease.
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: time.Second, Timeout: 3 * time.Second, PermitWithoutStream: true}),
 		// Flow-control windows, socket buffers and a buffer pool for
 		// megabyte replica fetch answers, as on the listener
 		// (transportOptions): with gRPC's 64 KiB default window the
