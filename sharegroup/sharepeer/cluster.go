@@ -48,6 +48,7 @@ type Config struct {
 	// marked as passed on by it, and it does not ask itself.
 	NodeID int32
 	Node   Node
+	// Logger, nil for none.
 	Logger hclog.Logger
 }
 
@@ -58,6 +59,9 @@ type Cluster struct {
 
 // New returns a Cluster over cfg.Node.
 func New(cfg Config) *Cluster {
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
 	return &Cluster{cfg: cfg}
 }
 

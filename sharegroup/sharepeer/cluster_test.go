@@ -341,3 +341,12 @@ func TestSharePeerCallerGoneNotANo(t *testing.T) {
 		t.Fatalf("ShareGroupHasMembers with its caller gone = %v, %v; want false and the caller's error", got, err)
 	}
 }
+
+// A Cluster made without a logger logs nowhere: telling a node that is
+// down that members left (which logs) does not panic.
+func TestSharePeerNoLogger(t *testing.T) {
+	ps := newPeerSet(t, map[int32]*fakeCore{2: newFakeCore("g")})
+	ps.stop(2)
+	c := sharepeer.New(sharepeer.Config{NodeID: 1, Node: ps})
+	c.ShareMembersLeft(testContext(t), []sharegroup.Departure{{Group: "g", MemberID: "m1"}})
+}
