@@ -53,11 +53,12 @@ func deleteShareGroupOffsets(ctx context.Context, b Backend, req *kmsg.DeleteSha
 
 // DescribeShareGroupOffsets (90) and AlterShareGroupOffsets (91,
 // KIP-932) over the core's calls of the same names: the share-partition
-// start offsets of share groups (and their lag, from version 1, where
-// this node leads the partition; -1 elsewhere), and setting them for a
-// group with no members (kafka-share-groups.sh --reset-offsets). A group
-// with members is NON_EMPTY_GROUP; a topic refused or unknown, or an
-// offset out of range, is refused in its partitions' results.
+// start offsets of share groups (and their lag, from version 1, from
+// the high watermark of the partition's leader wherever it is), and
+// setting them for a group with no members (kafka-share-groups.sh
+// --reset-offsets). A group with members is NON_EMPTY_GROUP; a topic
+// refused or unknown, or an offset out of range, is refused in its
+// partitions' results.
 
 const (
 	describeShareGroupOffsetsKey = 90

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/quirelog/quire/auth"
 	"github.com/quirelog/quire/replica"
@@ -59,8 +60,9 @@ type ShareOffset struct {
 	// LeaderEpoch is that of the partition when the state was saved; -1
 	// when unknown.
 	LeaderEpoch int32
-	// Lag counts the records below the high watermark not finished yet;
-	// -1 when this node does not lead the partition (or has no state).
+	// Lag counts the records below the high watermark not finished yet,
+	// the high watermark asked of the partition's leader wherever it
+	// is; -1 with no state, or when the leader could not be asked.
 	Lag int64
 	// Err is an *Error, or nil.
 	Err error
@@ -126,6 +128,7 @@ func (c *Core) DescribeShareGroupOffsets(ctx context.Context, group string, topi
 		slices.SortFunc(topics, func(a, b ShareOffsetTopic) int { return strings.Compare(a.Topic, b.Topic) })
 	}
 	var out []ShareOffset
+	var lags []shareLag
 	for _, t := range topics {
 		info, exists := c.cfg.Cluster.Topic(t.Topic)
 		parts := t.Partitions
@@ -150,14 +153,45 @@ func (c *Core) DescribeShareGroupOffsets(ctx context.Context, group string, topi
 			}
 			if s, ok := known[shareTP{t.Topic, p}]; ok && r.Err == nil {
 				r.StartOffset, r.LeaderEpoch = s.StartOffset, s.LeaderEpoch
-				if part, ok := c.cfg.Replicas.Partition(t.Topic, p); ok {
-					r.Lag = max(0, part.HighWatermark()-s.StartOffset-s.Finished)
-				}
+				lags = append(lags, shareLag{at: len(out), start: s.StartOffset, finished: s.Finished})
 			}
 			out = append(out, r)
 		}
 	}
+	c.shareLags(ctx, out, lags)
 	return out, nil
+}
+
+// shareLag is a result whose lag is to be found: its share-partition's
+// start offset and the records finished past it.
+type shareLag struct {
+	at              int
+	start, finished int64
+}
+
+// shareLagAsks bounds the partitions' leaders asked at once for their
+// high watermarks (shareLags).
+const shareLagAsks = 16
+
+// shareLags fills in the lag of each result lags names: the records
+// below the partition's high watermark, asked of its leader wherever
+// it is, not finished yet; it stays -1 where the leader cannot be asked
+// (none, or not answering).
+func (c *Core) shareLags(ctx context.Context, out []ShareOffset, lags []shareLag) {
+	sem := make(chan struct{}, shareLagAsks)
+	var wg sync.WaitGroup
+	for _, l := range lags {
+		r := &out[l.at]
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			hw := c.listOffsetAnywhere(ctx, ListOffsetsPartition{Topic: r.Topic, Partition: r.Partition, Timestamp: LatestTimestamp})
+			if hw.Err == nil && hw.Offset >= 0 {
+				r.Lag = max(0, hw.Offset-l.start-l.finished)
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // AlterShareGroupOffsets sets the start offset of share-partitions of a

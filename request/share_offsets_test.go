@@ -13,7 +13,8 @@ import (
 
 // TestCoreShareGroupOffsets: DescribeShareGroupOffsets answers a share
 // group's start offset and lag per share-partition (from memory before
-// anything is saved, from the saved state after), -1 for a partition
+// anything is saved, from the saved state after; the lag from the
+// partition's leader, here or another node), -1 for a partition
 // with no state, and refuses an unknown topic or partition in its
 // result; AlterShareGroupOffsets is refused below metadata.version 17
 // and while the group has a member, then sets the offsets it may,
@@ -22,8 +23,10 @@ import (
 // topic, Alter Read on both.
 func TestCoreShareGroupOffsets(t *testing.T) {
 	store := &groupStore{supported: true}
+	lister := &offsetLister{asked: map[int32]int{}}
 	f, _ := newShareCore(t, false, func(c *request.Config) {
 		c.ShareStore = store
+		c.OffsetLister = lister
 		c.Authorizer = writeAnyone{acls{auth.OpRead: {"g": true, "t": true}, auth.OpDescribe: {"g": true, "t": true, "h": true, "nope": true}}}
 	})
 	alice := request.WithPrincipal(ctxT(t), "User:alice")
@@ -111,8 +114,12 @@ func TestCoreShareGroupOffsets(t *testing.T) {
 		t.Fatalf("share group described %+v, %v: want t-1 at its saved start 7, end -1", d, err)
 	}
 	got, err = f.core.DescribeShareGroupOffsets(alice, "g", nil)
-	if err != nil || len(got) != 2 || got[1].Partition != 1 || got[1].StartOffset != 7 || got[1].Lag != -1 {
-		t.Fatalf("offsets described %+v, %v: want t-1 at 7 with no lag known here", got, err)
+	// Its lag is from the high watermark its leader answers (50).
+	if err != nil || len(got) != 2 || got[1].Partition != 1 || got[1].StartOffset != 7 || got[1].Lag != 43 {
+		t.Fatalf("offsets described %+v, %v: want t-1 at 7 with lag 50-7 from its leader", got, err)
+	}
+	if n := lister.asked[2]; n != 1 {
+		t.Errorf("t-1's leader, node 2, asked %d times for its high watermark, want 1", n)
 	}
 
 	// Read on the topic: h's reader may describe it but not alter it.

@@ -3959,8 +3959,9 @@ type ShareGroupOffset struct {
 	StartOffset int64 `protobuf:"varint,3,opt,name=start_offset,json=startOffset,proto3" json:"start_offset,omitempty"`
 	// The partition's leader epoch when the state was saved; -1 unknown.
 	LeaderEpoch int32 `protobuf:"varint,4,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`
-	// Records below the high watermark not finished yet; -1 when the node
-	// answering does not lead the partition.
+	// Records below the high watermark (asked of the partition's leader)
+	// not finished yet; -1 with no state, or when the leader could not be
+	// asked.
 	Lag int64 `protobuf:"varint,5,opt,name=lag,proto3" json:"lag,omitempty"`
 	// Unset when answered.
 	Error         *Error `protobuf:"bytes,6,opt,name=error,proto3" json:"error,omitempty"`

@@ -141,9 +141,9 @@ type GroupsClient interface {
 	// group's share-partitions (every record below it is finished), as
 	// Kafka's DescribeShareGroupOffsets: from the saved state, or the
 	// node's memory for one not saved; -1 for a partition with no state;
-	// the lag where the node leads the partition. No topics: every
-	// share-partition the group has. Describe on the group and the topics
-	// named. A group neither saved nor served is GROUP_ID_NOT_FOUND; an
+	// the lag from the high watermark of the partition's leader. No
+	// topics: every share-partition the group has. Describe on the group
+	// and the topics named. A group neither saved nor served is GROUP_ID_NOT_FOUND; an
 	// unknown topic or partition is refused in its result.
 	DescribeShareGroupOffsets(ctx context.Context, in *DescribeShareGroupOffsetsRequest, opts ...grpc.CallOption) (*DescribeShareGroupOffsetsResponse, error)
 	// AlterShareGroupOffsets sets the start offset of share-partitions of
@@ -408,9 +408,9 @@ type GroupsServer interface {
 	// group's share-partitions (every record below it is finished), as
 	// Kafka's DescribeShareGroupOffsets: from the saved state, or the
 	// node's memory for one not saved; -1 for a partition with no state;
-	// the lag where the node leads the partition. No topics: every
-	// share-partition the group has. Describe on the group and the topics
-	// named. A group neither saved nor served is GROUP_ID_NOT_FOUND; an
+	// the lag from the high watermark of the partition's leader. No
+	// topics: every share-partition the group has. Describe on the group
+	// and the topics named. A group neither saved nor served is GROUP_ID_NOT_FOUND; an
 	// unknown topic or partition is refused in its result.
 	DescribeShareGroupOffsets(context.Context, *DescribeShareGroupOffsetsRequest) (*DescribeShareGroupOffsetsResponse, error)
 	// AlterShareGroupOffsets sets the start offset of share-partitions of
