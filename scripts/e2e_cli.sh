@@ -162,6 +162,7 @@ grep -Eq "^[0-2]/[0-9]+ k1=hello$" <<<"$out" || fail "README CLI block: consume 
 grep -q "200000 records" <<<"$out" || fail "README CLI block: perf summary: $out"
 grep -Eq "^[0-2] +[0-9]+ +[0-9]+ +0 +[0-9]+ " <<<"$out" || fail "README CLI block: no producer from topic describe --producers: $out"
 grep -Eq "^billing +orders +[0-2] +[0-9-]+ +0$" <<<"$out" || fail "README CLI block: group seek --to start: $out"
+grep -Eq "^jobs +orders +[0-2] +[0-9-]+ +0$" <<<"$out" || fail "README CLI block: group share-seek --to start: $out"
 q topic delete orders perf >/dev/null || fail "delete the README's topics"
 
 step "topic delete"

@@ -2,6 +2,7 @@ package main
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -30,9 +31,13 @@ describe shows a share group (consume --share) too: its members and, per
 partition, the records in flight (held by a member), available (waiting
 for one), the oldest lock (the in-flight record whose lock runs out
 first: its offset, member, time left and delivery count) and the records
-dead-lettered, as the broker serving the group has them.`,
+dead-lettered, as the broker serving the group has them. share-offsets
+shows a share group's start offset (every record below it finished) and
+lag per partition; share-seek moves the start offsets of a share group
+with no members.`,
 	}
-	cmd.AddCommand(groupListCmd(g), groupDescribeCmd(g), groupDeleteCmd(g), groupDeleteOffsetsCmd(g), groupSeekCmd(g), groupConfigCmd(g))
+	cmd.AddCommand(groupListCmd(g), groupDescribeCmd(g), groupDeleteCmd(g), groupDeleteOffsetsCmd(g), groupSeekCmd(g), groupConfigCmd(g),
+		groupShareOffsetsCmd(g), groupShareSeekCmd(g)) // group_share_offsets.go
 	return cmd
 }
 
@@ -326,16 +331,9 @@ func parseSeekTarget(s string) (client.ResetTarget, error) {
 		}
 		return client.ResetShift(n), nil
 	case strings.HasPrefix(s, "@"):
-		v := strings.TrimPrefix(s, "@")
-		if ms, err := strconv.ParseInt(v, 10, 64); err == nil {
-			if ms < 0 {
-				return bad("a negative timestamp")
-			}
-			return client.ResetToTime(time.UnixMilli(ms)), nil
-		}
-		t, err := time.Parse(time.RFC3339Nano, v)
+		t, err := parseSeekTime(strings.TrimPrefix(s, "@"))
 		if err != nil {
-			return bad("the timestamp is neither RFC 3339 nor milliseconds since the epoch")
+			return bad(err.Error())
 		}
 		return client.ResetToTime(t), nil
 	}
@@ -347,4 +345,20 @@ func parseSeekTarget(s string) (client.ResetTarget, error) {
 		return bad("a negative offset")
 	}
 	return client.ResetToOffset(n), nil
+}
+
+// parseSeekTime reads the TIMESTAMP of a seek's --to @TIMESTAMP: RFC
+// 3339, or milliseconds since the epoch.
+func parseSeekTime(v string) (time.Time, error) {
+	if ms, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if ms < 0 {
+			return time.Time{}, errors.New("a negative timestamp")
+		}
+		return time.UnixMilli(ms), nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		return time.Time{}, errors.New("the timestamp is neither RFC 3339 nor milliseconds since the epoch")
+	}
+	return t, nil
 }
