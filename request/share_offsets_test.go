@@ -71,7 +71,7 @@ func TestCoreShareGroupOffsets(t *testing.T) {
 
 	set := []request.ShareStartOffset{{Topic: "t", Partition: 0, StartOffset: 5}}
 	if _, err := f.core.AlterShareGroupOffsets(alice, "g", set); !errors.Is(err, request.ErrShareOffsetsUnsupported) {
-		t.Fatalf("alter below 18: %v", err)
+		t.Fatalf("alter below 17: %v", err)
 	}
 	store.offsets = true
 	if _, err := f.core.AlterShareGroupOffsets(alice, "g", set); !errors.Is(err, group.ErrNonEmptyGroup) {

@@ -151,7 +151,7 @@ type GroupsClient interface {
 	// (kafka-share-groups.sh --reset-offsets): each starts anew there,
 	// nothing in flight. Read on the group and the topics. A group with
 	// members is NON_EMPTY_GROUP (FAILED_PRECONDITION); below
-	// metadata.version 18 UNSUPPORTED_VERSION; an unknown topic or
+	// metadata.version 17 UNSUPPORTED_VERSION; an unknown topic or
 	// partition, a negative offset or a partition named twice is refused
 	// in its result, the others set.
 	AlterShareGroupOffsets(ctx context.Context, in *AlterShareGroupOffsetsRequest, opts ...grpc.CallOption) (*AlterShareGroupOffsetsResponse, error)
@@ -418,7 +418,7 @@ type GroupsServer interface {
 	// (kafka-share-groups.sh --reset-offsets): each starts anew there,
 	// nothing in flight. Read on the group and the topics. A group with
 	// members is NON_EMPTY_GROUP (FAILED_PRECONDITION); below
-	// metadata.version 18 UNSUPPORTED_VERSION; an unknown topic or
+	// metadata.version 17 UNSUPPORTED_VERSION; an unknown topic or
 	// partition, a negative offset or a partition named twice is refused
 	// in its result, the others set.
 	AlterShareGroupOffsets(context.Context, *AlterShareGroupOffsetsRequest) (*AlterShareGroupOffsetsResponse, error)
