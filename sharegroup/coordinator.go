@@ -187,6 +187,9 @@ type partition struct {
 	version, saved uint64
 	// gen is the group's settings generation p's state is saved under.
 	gen uint64
+	// stored: p.p's state may be in the store, restored from it or sent
+	// to it in a save (syncLocked).
+	stored bool
 	// born is the group's drops count when p was made (PersistSince).
 	born uint64
 	// era is the coordinator's replaced count when p's state last went
@@ -476,6 +479,7 @@ func (c *Coordinator) open(now time.Time, p *partition, v groupView, log Log) (i
 		if p.p, err = share.New(v.cfg, at); err != nil {
 			return 0, err
 		}
+		p.stored = false
 		// Saved before anything is delivered from it, so that a next
 		// leader starts where this one did.
 		p.version++

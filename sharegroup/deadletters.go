@@ -164,6 +164,29 @@ func (c *Coordinator) PendingDeadLetters(group string) map[TopicPartition]int {
 	return out
 }
 
+// replacedSince says whether p's state was deleted or replaced in the
+// store after generation applied: p's state may be there (restored from
+// it or sent to it in a save) and the store holds none, or one written
+// under a later generation (this node saves under those it applied, at
+// most applied; a state written by a later delete's entry, or by
+// another leader, is under a later one). A save of p still under way is
+// under applied at most, refused once the store is past it: p goes
+// whether or not it lands. One never sent stays: nothing of it was
+// deleted. Without a store it is false.
+func (c *Coordinator) replacedSince(p *partition, applied uint64) bool {
+	st := c.cfg.Store
+	if st == nil {
+		return false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.p == nil || !p.stored {
+		return false
+	}
+	saved, ok, err := st.Load(p.group, p.tp, p.lease)
+	return err != nil || !ok || saved.Generation > applied
+}
+
 // syncLocked applies group's saved settings when they changed since
 // last applied: a delete of its saved state drops what this node holds
 // of it; changed share-partition settings (key ordering, the lock
@@ -181,9 +204,13 @@ func (c *Coordinator) syncLocked(name string, g *group) {
 	if deleted != g.deleted {
 		// What this node holds of the state deleted goes: the whole
 		// group's, or its share-partitions on the topics named only
-		// (DeleteShareGroupOffsets), the others kept as they are.
-		for tp := range g.parts {
-			if len(topics) == 0 || slices.Contains(topics, tp.Topic) {
+		// (DeleteShareGroupOffsets), the others kept as they are. The
+		// entry names the last delete's topics only, and others may
+		// have come since the generation applied: a share-partition
+		// whose saved state is gone from the store, or replaced there
+		// (AlterShareGroupOffsets), goes too.
+		for tp, p := range g.parts {
+			if len(topics) == 0 || slices.Contains(topics, tp.Topic) || c.replacedSince(p, g.gen) {
 				delete(g.parts, tp)
 			}
 		}

@@ -110,7 +110,7 @@ func (c *Coordinator) restore(p *partition, cfg share.Config) error {
 			busy[d.Offset] = true
 		}
 	}
-	p.p, p.lease, p.pending = nil, lease, nil
+	p.p, p.lease, p.pending, p.stored = nil, lease, nil, ok
 	if ok {
 		if p.p, err = share.Restore(cfg, saved.Snapshot); err != nil {
 			return fmt.Errorf("sharegroup: restoring %s's state on %s-%d: %w", p.group, p.tp.Topic, p.tp.Partition, err)
@@ -207,6 +207,7 @@ func (c *Coordinator) PersistSince(ctx context.Context, group string, tps []Topi
 			out[i] = fmt.Errorf("%w: group %s on %s-%d", ErrStateNotSaved, group, tp.Topic, tp.Partition)
 		}
 		if p.p != nil && p.version > p.saved {
+			p.stored = true
 			items = append(items, saveItem{p: p, version: p.version, era: p.era,
 				state: SavedState{Group: group, TopicPartition: tp, Lease: p.lease, Snapshot: p.p.Snapshot(),
 					DeadLetters: p.pendingSnapshot(), Generation: p.gen}})
