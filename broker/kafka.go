@@ -281,6 +281,10 @@ func (k kafkaBackend) ShareAcknowledge(ctx context.Context, group, member string
 	return k.b.core.ShareAcknowledge(service.CoreContext(ctx), group, member, parts)
 }
 
+func (k kafkaBackend) ShareRelease(ctx context.Context, group, member string, parts []request.SharePartition) error {
+	return k.b.core.ShareRelease(service.CoreContext(ctx), group, member, parts)
+}
+
 func (k kafkaBackend) ShareLockDuration(group string) time.Duration {
 	return k.b.core.ShareLockDuration(group)
 }

@@ -73,6 +73,9 @@ type Backend interface {
 	ShareFetch(ctx context.Context, req *request.ShareFetchRequest) ([]request.ShareFetchResult, error)
 	ShareAcknowledge(ctx context.Context, group, member string, parts []request.SharePartition) ([]request.ShareAckResult, error)
 	ShareLockDuration(group string) time.Duration
+	// ShareRelease: the core's, releasing what a member holds on the
+	// partitions of a share session that closed (share.go).
+	ShareRelease(ctx context.Context, group, member string, parts []request.SharePartition) error
 	// ShareGroupDescribe: the core's, for ShareGroupDescribe (77).
 	ShareGroupDescribe(ctx context.Context, group string) (*request.ShareGroupDescription, error)
 	// DeleteShareGroupOffsets: the core's, for DeleteShareGroupOffsets
@@ -368,17 +371,20 @@ func (s *Server) armWrite(c net.Conn) {
 // is read: the next may be a long poll, or an acks=0 produce that gets
 // no answer to carry this one out.
 func (s *Server) serveConn(c net.Conn) {
-	defer func() {
-		_ = c.Close()
-		s.untrack(c)
-		s.wg.Done()
-	}()
 	ctx := s.ctx
 	if s.cfg.ConnContext != nil {
 		ctx = s.cfg.ConnContext(ctx, c)
 	}
-	log := s.cfg.Logger.With("client", c.RemoteAddr().String())
 	cs := connState{sasl: s.newSASLConn(c)}
+	defer func() {
+		_ = c.Close()
+		// No request of the connection is under way: what its share
+		// sessions hold goes back to their groups.
+		s.releaseShareSessions(cs.connContext(ctx), &cs)
+		s.untrack(c)
+		s.wg.Done()
+	}()
+	log := s.cfg.Logger.With("client", c.RemoteAddr().String())
 	r := bufio.NewReaderSize(c, 64<<10)
 	var sizeBuf [4]byte
 	var out []byte
@@ -583,6 +589,9 @@ type connState struct {
 	// held is the answer being made's fetch results, whose pooled
 	// buffers its records are in until it is framed.
 	held []request.FetchResult
+	// shares are the share sessions the connection opened (share.go),
+	// released when it ends.
+	shares map[shareSessionKey]*shareSession
 }
 
 // handle answers one request, appending the framed answer to out; an
@@ -664,9 +673,9 @@ func (s *Server) dispatch(ctx context.Context, cs *connState, clientID string, r
 	case *kmsg.ShareGroupHeartbeatRequest:
 		return shareGroupHeartbeat(ctx, b, req), nil
 	case *kmsg.ShareFetchRequest:
-		return s.shareFetch(ctx, b, req), nil
+		return s.shareFetch(ctx, b, cs, req), nil
 	case *kmsg.ShareAcknowledgeRequest:
-		return s.shareAcknowledge(ctx, b, req), nil
+		return s.shareAcknowledge(ctx, b, cs, req), nil
 	case *kmsg.ShareGroupDescribeRequest:
 		return shareGroupDescribe(ctx, b, req), nil
 	case *kmsg.DeleteShareGroupOffsetsRequest:

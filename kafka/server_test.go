@@ -190,6 +190,10 @@ func (f *fakeBackend) ShareAcknowledge(context.Context, string, string, []reques
 
 func (f *fakeBackend) ShareLockDuration(string) time.Duration { return 0 }
 
+func (f *fakeBackend) ShareRelease(context.Context, string, string, []request.SharePartition) error {
+	return errors.New("no share groups here")
+}
+
 func (f *fakeBackend) ShareGroupDescribe(context.Context, string) (*request.ShareGroupDescription, error) {
 	return nil, request.ErrShareGroupsDisabled
 }

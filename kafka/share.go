@@ -97,6 +97,21 @@ func init() {
 }
 
 // shareSessions are the share sessions of the members fetching here.
+//
+// A session ends by the client's request (epoch -1, once its
+// acknowledgements are applied) or with the connection that opened it:
+// then what the member still holds on the session's partitions is
+// released at once (Backend.ShareRelease), for the group's other members,
+// as Kafka's broker does, rather than when its locks run out. A session
+// being closed stays in the map, marked closing, until that release is
+// done: a new session of the member (epoch 0, on another connection
+// after a reconnect) waits for it, so that the release cannot take the
+// records the new session acquires. A connection's close releases only
+// the sessions it opened that are still the member's: one replaced
+// meanwhile by a new session (a reconnect seen before the old
+// connection's end) is not released, since the member's records are not
+// told apart by session; they stay locked until acknowledged in the new
+// session or their locks run out.
 type shareSessions struct {
 	mu sync.Mutex
 	m  map[shareSessionKey]*shareSession
@@ -107,6 +122,9 @@ type shareSessionKey struct{ group, member string }
 type shareSession struct {
 	next  int32 // the epoch the next request carries
 	parts []request.SharePartition
+	// closing is closed once the session's release is done; nil while
+	// the session is open.
+	closing chan struct{}
 }
 
 var (
@@ -115,26 +133,49 @@ var (
 )
 
 // step checks a request's epoch against the member's session and moves
-// it on: 0 opens a new one, -1 closes it, any other must be the one
-// expected. It returns the session's partitions after add and forget.
-func (ss *shareSessions) step(group, member string, epoch int32, add, forget []request.SharePartition) ([]request.SharePartition, int16, error) {
+// it on: 0 opens a new one (after the release of one being closed), -1
+// starts closing it, any other must be the one expected. It returns the
+// session's partitions after add and forget, and the session. A session
+// opened is recorded as cs's (nil: no connection's); one being closed
+// (epoch -1) must be finished with closed once its release is done.
+func (ss *shareSessions) step(ctx context.Context, cs *connState, group, member string, epoch int32, add, forget []request.SharePartition) ([]request.SharePartition, *shareSession, int16, error) {
+	k := shareSessionKey{group, member}
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	if ss.m == nil {
 		ss.m = make(map[shareSessionKey]*shareSession)
 	}
-	k := shareSessionKey{group, member}
 	s := ss.m[k]
+	for epoch == 0 && s != nil && s.closing != nil {
+		// The member's last session is being released: the new one
+		// starts after.
+		ss.mu.Unlock()
+		select {
+		case <-s.closing:
+		case <-ctx.Done():
+			ss.mu.Lock()
+			code, _ := coreError(ctx.Err())
+			return nil, nil, code, ctx.Err()
+		}
+		ss.mu.Lock()
+		s = ss.m[k]
+	}
 	switch {
 	case epoch == 0:
 		s = &shareSession{}
 		ss.m[k] = s
-	case s == nil:
-		return nil, kerr.ShareSessionNotFound.Code, errShareSessionNotFound
+		if cs != nil {
+			if cs.shares == nil {
+				cs.shares = make(map[shareSessionKey]*shareSession)
+			}
+			cs.shares[k] = s
+		}
+	case s == nil || s.closing != nil:
+		return nil, nil, kerr.ShareSessionNotFound.Code, errShareSessionNotFound
 	case epoch == -1:
-		delete(ss.m, k)
+		s.closing = make(chan struct{})
 	case epoch != s.next:
-		return nil, kerr.InvalidShareSessionEpoch.Code, errShareSessionEpoch
+		return nil, nil, kerr.InvalidShareSessionEpoch.Code, errShareSessionEpoch
 	}
 	for _, f := range forget {
 		for i, p := range s.parts {
@@ -156,7 +197,70 @@ func (ss *shareSessions) step(group, member string, epoch int32, add, forget []r
 	if epoch != -1 {
 		s.next = max(1, epoch+1)
 	}
-	return append([]request.SharePartition(nil), s.parts...), 0, nil
+	return append([]request.SharePartition(nil), s.parts...), s, 0, nil
+}
+
+// closeOf starts closing the sessions cs opened that are still their
+// members' (not replaced by a new one, nor being closed), and returns
+// them with their keys, for release and then closed.
+func (ss *shareSessions) closeOf(cs *connState) map[shareSessionKey]*shareSession {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	out := map[shareSessionKey]*shareSession{}
+	for k, s := range cs.shares {
+		if ss.m[k] == s && s.closing == nil {
+			s.closing = make(chan struct{})
+			out[k] = s
+		}
+	}
+	cs.shares = nil
+	return out
+}
+
+// closed ends a session being closed, its release done: it leaves the
+// map and a new session of its member may open.
+func (ss *shareSessions) closed(k shareSessionKey, s *shareSession) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.m[k] == s {
+		delete(ss.m, k)
+	}
+	close(s.closing)
+}
+
+// shareReleaseTimeout bounds the release of a closed connection's
+// sessions (a save): past it, their records wait for their locks.
+const shareReleaseTimeout = 30 * time.Second
+
+// releaseShareSessions releases the share sessions cs opened, its
+// connection having ended (with the request it was handling, if any).
+// They are only dropped while the server is closing: the node's
+// share-partitions go to other leaders, which free what was acquired
+// here when they restore them.
+func (s *Server) releaseShareSessions(ctx context.Context, cs *connState) {
+	if len(cs.shares) == 0 {
+		return
+	}
+	for k, sess := range s.shares.closeOf(cs) {
+		if s.ctx.Err() == nil {
+			s.releaseShareSession(ctx, k.group, k.member, sess.parts)
+		}
+		s.shares.closed(k, sess)
+	}
+}
+
+// releaseShareSession releases what member holds on parts, a session of
+// it having closed; a failure is logged, the records then waiting for
+// their locks to run out.
+func (s *Server) releaseShareSession(ctx context.Context, group, member string, parts []request.SharePartition) {
+	if len(parts) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, shareReleaseTimeout)
+	defer cancel()
+	if err := s.cfg.Backend.ShareRelease(ctx, group, member, parts); err != nil {
+		s.cfg.Logger.Debug("share session closed: its records not released", "group", group, "member", member, "error", err)
+	}
 }
 
 // shareAcks turns Kafka's acknowledgement batches into the core's ranges:
@@ -226,7 +330,7 @@ func shareGroupHeartbeat(ctx context.Context, b Backend, req *kmsg.ShareGroupHea
 	return resp
 }
 
-func (s *Server) shareFetch(ctx context.Context, b Backend, req *kmsg.ShareFetchRequest) *kmsg.ShareFetchResponse {
+func (s *Server) shareFetch(ctx context.Context, b Backend, cs *connState, req *kmsg.ShareFetchRequest) *kmsg.ShareFetchResponse {
 	resp := kmsg.NewPtrShareFetchResponse()
 	fail := func(code int16, msg string) *kmsg.ShareFetchResponse {
 		resp.ErrorCode, resp.ErrorMessage = code, kmsg.StringPtr(msg)
@@ -266,9 +370,17 @@ func (s *Server) shareFetch(ctx context.Context, b Backend, req *kmsg.ShareFetch
 			}
 		}
 	}
-	parts, code, err := s.shares.step(*req.GroupID, *req.MemberID, req.ShareSessionEpoch, add, forget)
+	parts, sess, code, err := s.shares.step(ctx, cs, *req.GroupID, *req.MemberID, req.ShareSessionEpoch, add, forget)
 	if err != nil {
 		return fail(code, err.Error())
+	}
+	if req.ShareSessionEpoch == -1 {
+		// The session closed: once its acknowledgements are applied, what
+		// the member still holds on its partitions is released.
+		defer func() {
+			s.releaseShareSession(ctx, *req.GroupID, *req.MemberID, parts)
+			s.shares.closed(shareSessionKey{*req.GroupID, *req.MemberID}, sess)
+		}()
 	}
 	for i := range parts {
 		parts[i].Acks = acks[topicPartition{parts[i].Topic, parts[i].Partition}]
@@ -340,7 +452,7 @@ func (s *Server) shareFetch(ctx context.Context, b Backend, req *kmsg.ShareFetch
 	return resp
 }
 
-func (s *Server) shareAcknowledge(ctx context.Context, b Backend, req *kmsg.ShareAcknowledgeRequest) *kmsg.ShareAcknowledgeResponse {
+func (s *Server) shareAcknowledge(ctx context.Context, b Backend, cs *connState, req *kmsg.ShareAcknowledgeRequest) *kmsg.ShareAcknowledgeResponse {
 	resp := kmsg.NewPtrShareAcknowledgeResponse()
 	fail := func(code int16, msg string) *kmsg.ShareAcknowledgeResponse {
 		resp.ErrorCode, resp.ErrorMessage = code, kmsg.StringPtr(msg)
@@ -370,8 +482,16 @@ func (s *Server) shareAcknowledge(ctx context.Context, b Backend, req *kmsg.Shar
 			parts = append(parts, request.SharePartition{Topic: name, Partition: p.Partition, Acks: shareAcks(req.Version, batches)})
 		}
 	}
-	if _, code, err := s.shares.step(*req.GroupID, *req.MemberID, req.ShareSessionEpoch, nil, nil); err != nil {
+	sessParts, sess, code, err := s.shares.step(ctx, cs, *req.GroupID, *req.MemberID, req.ShareSessionEpoch, nil, nil)
+	if err != nil {
 		return fail(code, err.Error())
+	}
+	if req.ShareSessionEpoch == -1 {
+		// As a share fetch closing its session (shareFetch).
+		defer func() {
+			s.releaseShareSession(ctx, *req.GroupID, *req.MemberID, sessParts)
+			s.shares.closed(shareSessionKey{*req.GroupID, *req.MemberID}, sess)
+		}()
 	}
 	acked, err := b.ShareAcknowledge(ctx, *req.GroupID, *req.MemberID, parts)
 	if err != nil {

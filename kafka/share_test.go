@@ -1,6 +1,8 @@
 package kafka
 
 import (
+	"context"
+	"errors"
 	"slices"
 	"testing"
 
@@ -56,28 +58,97 @@ func TestKafkaShareVersionsAdvertised(t *testing.T) {
 
 func TestKafkaShareSessions(t *testing.T) {
 	var ss shareSessions
+	ctx := context.Background()
 	p := func(topic string, n int32) request.SharePartition {
 		return request.SharePartition{Topic: topic, Partition: n}
 	}
-	if _, code, _ := ss.step("g", "m", 3, nil, nil); code != kerr.ShareSessionNotFound.Code {
+	if _, _, code, _ := ss.step(ctx, nil, "g", "m", 3, nil, nil); code != kerr.ShareSessionNotFound.Code {
 		t.Fatalf("epoch 3 with no session: code %d", code)
 	}
-	parts, code, err := ss.step("g", "m", 0, []request.SharePartition{p("a", 0), p("a", 1)}, nil)
+	parts, _, code, err := ss.step(ctx, nil, "g", "m", 0, []request.SharePartition{p("a", 0), p("a", 1)}, nil)
 	if err != nil || len(parts) != 2 {
 		t.Fatalf("open: %v, %d, %v", parts, code, err)
 	}
-	if _, code, _ := ss.step("g", "m", 2, nil, nil); code != kerr.InvalidShareSessionEpoch.Code {
+	if _, _, code, _ := ss.step(ctx, nil, "g", "m", 2, nil, nil); code != kerr.InvalidShareSessionEpoch.Code {
 		t.Fatalf("epoch 2 where 1 is expected: code %d", code)
 	}
-	parts, _, err = ss.step("g", "m", 1, []request.SharePartition{p("b", 0)}, []request.SharePartition{p("a", 0)})
+	parts, _, _, err = ss.step(ctx, nil, "g", "m", 1, []request.SharePartition{p("b", 0)}, []request.SharePartition{p("a", 0)})
 	if err != nil || len(parts) != 2 || parts[0].Topic != "a" || parts[0].Partition != 1 || parts[1].Topic != "b" || parts[1].Partition != 0 {
 		t.Fatalf("epoch 1 adding b-0, forgetting a-0: %v, %v", parts, err)
 	}
-	if _, _, err := ss.step("g", "m", -1, nil, nil); err != nil {
-		t.Fatalf("close: %v", err)
+	parts, sess, _, err := ss.step(ctx, nil, "g", "m", -1, nil, nil)
+	if err != nil || len(parts) != 2 {
+		t.Fatalf("close: %v, %v", parts, err)
 	}
-	if _, code, _ := ss.step("g", "m", 2, nil, nil); code != kerr.ShareSessionNotFound.Code {
+	// Being closed (its release under way), the session takes no more
+	// requests, and a new one waits for the release: here, until its
+	// context ends.
+	if _, _, code, _ := ss.step(ctx, nil, "g", "m", 2, nil, nil); code != kerr.ShareSessionNotFound.Code {
+		t.Fatalf("epoch 2 while closing: code %d", code)
+	}
+	gone, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, _, _, err := ss.step(gone, nil, "g", "m", 0, nil, nil); !errors.Is(err, context.Canceled) {
+		t.Fatalf("epoch 0 while the last session is being released: %v, want it to wait", err)
+	}
+	ss.closed(shareSessionKey{"g", "m"}, sess)
+	if _, _, code, _ := ss.step(ctx, nil, "g", "m", 2, nil, nil); code != kerr.ShareSessionNotFound.Code {
 		t.Fatalf("epoch 2 after the close: code %d", code)
+	}
+	if _, _, _, err := ss.step(gone, nil, "g", "m", 0, []request.SharePartition{p("a", 0)}, nil); err != nil {
+		t.Fatalf("epoch 0 after the close: %v", err)
+	}
+}
+
+// A connection's end closes the sessions it opened that are still their
+// members': not one a new session replaced (a reconnect seen first),
+// whose member's records are then the new session's; a new session of a
+// member waits for the release of the one being closed.
+func TestKafkaShareSessionsOfConnection(t *testing.T) {
+	var ss shareSessions
+	ctx := context.Background()
+	var c1, c2 connState
+	a0 := []request.SharePartition{{Topic: "a", Partition: 0}}
+	for _, m := range []string{"m1", "m2"} {
+		if _, _, _, err := ss.step(ctx, &c1, "g", m, 0, a0, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// m2 reconnects on c2 before c1's end is seen.
+	_, s2, _, err := ss.step(ctx, &c2, "g", "m2", 0, a0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	closing := ss.closeOf(&c1)
+	if len(closing) != 1 || closing[shareSessionKey{"g", "m1"}] == nil {
+		t.Fatalf("c1's end closes %v, want m1's session alone", closing)
+	}
+	if closing := ss.closeOf(&c1); len(closing) != 0 {
+		t.Fatalf("c1's end seen twice closes %v", closing)
+	}
+	// m2's new session goes on.
+	if parts, s, _, err := ss.step(ctx, &c2, "g", "m2", 1, nil, nil); err != nil || s != s2 || len(parts) != 1 {
+		t.Fatalf("m2's new session after c1's end: %v, %v", parts, err)
+	}
+	// m1 reopening on c2 waits for the release of its session.
+	opened := make(chan error, 1)
+	go func() {
+		_, _, _, err := ss.step(ctx, &c2, "g", "m1", 0, a0, nil)
+		opened <- err
+	}()
+	select {
+	case err := <-opened:
+		t.Fatalf("m1's new session opened while its last one was being released: %v", err)
+	default:
+	}
+	for k, s := range closing {
+		ss.closed(k, s)
+	}
+	if err := <-opened; err != nil {
+		t.Fatalf("m1's new session after the release: %v", err)
+	}
+	if closing := ss.closeOf(&c2); len(closing) != 2 {
+		t.Fatalf("c2's end closes %d sessions, want 2", len(closing))
 	}
 }
 

@@ -246,6 +246,50 @@ func (c *Core) shareAcknowledge(ctx context.Context, group, member string, keyOr
 	return out, nil
 }
 
+// ShareRelease releases the records member holds on parts here (their
+// acknowledgements ignored), at once, for the group's other members:
+// the door's share session of the member on this node closed, by the
+// client or with its connection, so nothing handed out in it will be
+// acknowledged. The member stays in the group. The release is saved, as
+// any change is, before it returns, so that a next leader does not
+// restore the records as acquired by a member that let go; then the
+// dead letters it made (records released past the delivery limit) are
+// written. It answers the partitions whose release was not saved (nil
+// when all were, or held nothing). It is not authorized again: it only
+// gives back what the session's authorized fetches took.
+func (c *Core) ShareRelease(ctx context.Context, group, member string, parts []SharePartition) error {
+	sc, err := c.shares(group)
+	if err != nil {
+		return err
+	}
+	tps := make([]sharegroup.TopicPartition, len(parts))
+	for i, p := range parts {
+		tps[i] = sharegroup.TopicPartition{Topic: p.Topic, Partition: p.Partition}
+	}
+	changes := make([]shareChange, len(parts))
+	mark := sc.MarkGroup(group)
+	dead, errs := sc.Release(c.cfg.Now(), group, member, tps)
+	for i := range parts {
+		if len(dead[i]) == 0 {
+			continue
+		}
+		changes[i].dead = dead[i]
+		if part, err := c.leaderPartition(ctx, parts[i].Topic, parts[i].Partition, false); err == nil {
+			changes[i].part = part
+		}
+	}
+	var failed []error
+	for i, err := range c.sharePersist(ctx, sc, group, parts, changes, mark) {
+		if err == nil {
+			err = errs[i]
+		}
+		if err != nil {
+			failed = append(failed, fmt.Errorf("%s-%d: %w", parts[i].Topic, parts[i].Partition, err))
+		}
+	}
+	return errors.Join(failed...)
+}
+
 // shareChange is what a call did to one share-partition: the leader
 // replica it read, and the dead letters to write once saved.
 type shareChange struct {

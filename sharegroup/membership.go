@@ -1,6 +1,10 @@
 package sharegroup
 
-import "time"
+import (
+	"time"
+
+	"github.com/quirelog/quire/share"
+)
 
 // Membership across nodes. A member heartbeats to one node (its
 // heartbeat node: the group's coordinator on the Kafka listener, the
@@ -226,4 +230,57 @@ func (c *Coordinator) Confirm(groupName, id string, until time.Time) {
 			m.confirmed = until
 		}
 	}
+}
+
+// Release releases the records member id holds on group's
+// share-partitions tps here, at once, for the other members to acquire:
+// its share session on this node closed (the client closed it, or its
+// connection ended), so nothing it was handed there will be acknowledged.
+// The member stays in the group; it may open another session and fetch
+// again. A record released past the delivery limit is archived as any
+// release archives it; those dead letters are answered per partition,
+// with its error (restoring the state on a new lease), for the caller
+// to persist (PersistSince) and write. A share-partition the group does
+// not have here, or where the member holds nothing, is left as it is.
+func (c *Coordinator) Release(now time.Time, groupName, id string, tps []TopicPartition) ([][]share.DeadLetter, []error) {
+	dead := make([][]share.DeadLetter, len(tps))
+	errs := make([]error, len(tps))
+	c.mu.Lock()
+	g, ok := c.groups[groupName]
+	if !ok {
+		c.mu.Unlock()
+		return dead, errs
+	}
+	c.syncLocked(groupName, g)
+	cfg, dlq := g.cfg, g.dlq
+	parts := make([]*partition, len(tps))
+	for i, tp := range tps {
+		parts[i] = g.parts[tp]
+	}
+	c.mu.Unlock()
+	for i, p := range parts {
+		if p == nil {
+			continue
+		}
+		dead[i], errs[i] = c.releaseMember(now, p, cfg, dlq, id)
+	}
+	return dead, errs
+}
+
+func (c *Coordinator) releaseMember(now time.Time, p *partition, cfg share.Config, dlq, id string) ([]share.DeadLetter, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	// On a new lease the state is the saved one, where what the member
+	// held under the old lease is free already.
+	if err := c.restore(p, cfg); err != nil {
+		return nil, err
+	}
+	if p.p == nil || p.p.Held(id) == 0 {
+		return nil, nil
+	}
+	p.p.Leave(id)
+	dead := p.p.TakeDeadLetters()
+	p.version++
+	p.addPending(now, dlq, dead)
+	return dead, nil
 }
