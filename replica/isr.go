@@ -83,8 +83,12 @@ func (p *Partition) maybeShrinkISR(now time.Time, lag time.Duration) {
 	}
 	if p.isrUnanswered && !now.Before(p.isrRetryAt) {
 		p.isrUnanswered = false
-		p.requestISRLocked(p.pendingISR, "retrying an unanswered change")
-		return
+		// Never an ISR without this leader: the controller takes that
+		// for the leader giving its replica up (giveUpLocked, above).
+		if contains(p.pendingISR, p.leaderID) {
+			p.requestISRLocked(p.pendingISR, "retrying an unanswered change")
+			return
+		}
 	}
 	var keep, out []int32
 	for _, id := range p.isr {
@@ -126,8 +130,10 @@ func (p *Partition) requestISRLocked(isr []int32, why string, ids ...int32) {
 		switch {
 		case errors.Is(err, ErrISRRefused):
 			// A newer epoch, or a follower the controller has fenced: the
-			// next image says what changed; do not ask again at once.
-			p.pendingISR = nil
+			// next image says what changed; do not ask again at once. An
+			// earlier change left unanswered was part of this one
+			// (pendingISR is their union): settled with it.
+			p.pendingISR, p.isrUnanswered = nil, false
 			p.isrRetryAt = time.Now().Add(isrRetryBackoff)
 			p.rm.logger.Warn("ISR change refused", "topic", p.topic, "partition", p.id, "isr", isr, "error", err)
 		case err != nil:
@@ -149,7 +155,7 @@ func (p *Partition) requestISRLocked(isr []int32, why string, ids ...int32) {
 				p.handedOff = true
 				break
 			}
-			p.pendingISR = nil
+			p.pendingISR, p.isrUnanswered = nil, false
 			if got.PartitionEpoch > p.partitionEpoch {
 				p.rm.countISRChange(p.isr, got.ISR)
 				p.partitionEpoch, p.isr = got.PartitionEpoch, append([]int32(nil), got.ISR...)

@@ -525,6 +525,43 @@ func TestReplicaISRChangeOutcomes(t *testing.T) {
 			t.Fatalf("isr %v at partition epoch %d", st.isr, st.partitionEpoch)
 		}
 	})
+	// A change left unanswered, then another one answered (here refused)
+	// before the unanswered one was sent again: the answer settles both,
+	// and nothing is sent again. The retry once went out with the ISR
+	// asked for already cleared, an empty ISR, which the controller takes
+	// as the leader giving its replica up: the partition went offline.
+	t.Run("unanswered, then refused", func(t *testing.T) {
+		rec := &scriptedRecorder{isrRecorder: isrRecorder{done: make(chan struct{}, 4)},
+			answers: []error{errors.New("controller unreachable"), fmt.Errorf("%w: stale epoch", ErrISRRefused)}}
+		rm := newTestManager(t, 1, rec, nil)
+		l := lead(t, rm, 0, []int32{1}, 5)
+		if _, err := l.followerFetch(2, &FetchPartition{FetchOffset: 5, LastFetchedEpoch: 0}, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		<-rec.done
+		rm.bg.Wait()
+		// Past the retry backoff, follower 3 catches up: a new change
+		// goes out first, and is refused.
+		later := time.Now().Add(time.Minute)
+		if _, err := l.followerFetch(3, &FetchPartition{FetchOffset: 5, LastFetchedEpoch: 0}, later); err != nil {
+			t.Fatal(err)
+		}
+		<-rec.done
+		rm.bg.Wait()
+		l.maybeShrinkISR(later.Add(time.Minute), time.Hour)
+		rm.bg.Wait()
+		rec.mu.Lock()
+		asks := slices.Clone(rec.asks)
+		rec.mu.Unlock()
+		for _, isr := range asks {
+			if !slices.Contains(isr, 1) {
+				t.Fatalf("asked for ISR %v without the leader (asks %v): the leader gave its replica up", isr, asks)
+			}
+		}
+		if want := [][]int32{{1, 2}, {1, 3}}; !slices.EqualFunc(asks, want, slices.Equal[[]int32]) {
+			t.Fatalf("asked %v, want %v", asks, want)
+		}
+	})
 }
 
 // handingOffRecorder commits an ISR change as a completed reassignment
