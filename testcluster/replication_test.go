@@ -448,10 +448,18 @@ type acked struct {
 func TestReplicationNoAcknowledgedRecordLostAcrossFailovers(t *testing.T) {
 	t.Parallel()
 	c := testcluster.New(t, 3)
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second) // not testCtx's 30 s: six failovers
+	// Six failovers under one deadline took over 90 s with the machine's
+	// two cores busy: ctx only stops a hang (the writer lives as long),
+	// and each wait has its own deadline (step).
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
+	step := func() context.Context {
+		sctx, cancel := context.WithTimeout(ctx, testcluster.WaitTimeout)
+		t.Cleanup(cancel)
+		return sctx
+	}
 	const topic = "chaos"
-	_, err := admin(c, 1).CreateTopic(ctx, &quirev1.CreateTopicRequest{
+	_, err := admin(c, 1).CreateTopic(step(), &quirev1.CreateTopicRequest{
 		Name: topic, OptionalPartitions: &quirev1.CreateTopicRequest_Partitions{Partitions: 2}, OptionalReplicationFactor: &quirev1.CreateTopicRequest_ReplicationFactor{ReplicationFactor: 3},
 		Configs: map[string]string{"min.insync.replicas": "2"},
 	})
@@ -459,7 +467,7 @@ func TestReplicationNoAcknowledgedRecordLostAcrossFailovers(t *testing.T) {
 		t.Fatal(err)
 	}
 	for p := range int32(2) {
-		c.WaitLeader(ctx, topic, p)
+		c.WaitLeader(step(), topic, p)
 	}
 
 	var (
@@ -512,7 +520,7 @@ func TestReplicationNoAcknowledgedRecordLostAcrossFailovers(t *testing.T) {
 	progress := func(what string) {
 		t.Helper()
 		from := count()
-		c.Eventually(ctx, what, func() error {
+		c.Eventually(step(), what, func() error {
 			if n := count(); n < from+30 {
 				return fmt.Errorf("%d records acknowledged since", n-from)
 			}
@@ -523,11 +531,11 @@ func TestReplicationNoAcknowledgedRecordLostAcrossFailovers(t *testing.T) {
 	progress("acks before any failure")
 	for round := range 3 {
 		p := int32(round % 2)
-		leader, _ := c.WaitLeader(ctx, topic, p)
+		leader, _ := c.WaitLeader(step(), topic, p)
 		c.Kill(leader)
 		progress(fmt.Sprintf("round %d: acks after killing node %d", round, leader))
 		c.Restart(leader)
-		c.Eventually(ctx, fmt.Sprintf("round %d: node %d back in every ISR", round, leader), func() error {
+		c.Eventually(step(), fmt.Sprintf("round %d: node %d back in every ISR", round, leader), func() error {
 			for q := range int32(2) {
 				info, ok := c.Image(leader).Partition(topic, q)
 				if !ok || len(info.ISR) != 3 {
@@ -545,11 +553,12 @@ func TestReplicationNoAcknowledgedRecordLostAcrossFailovers(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	for p := range int32(2) {
-		leader, _ := c.WaitLeader(ctx, topic, p)
+		rctx := step()
+		leader, _ := c.WaitLeader(rctx, topic, p)
 		logged := map[int64]string{}
 		cons := quirev1.NewConsumerClient(c.Conn(leader))
 		for off := int64(0); ; {
-			resp, err := cons.FetchRecords(ctx, &quirev1.FetchRecordsRequest{Topic: topic, Partition: p, Offset: off, MaxRecords: 1000})
+			resp, err := cons.FetchRecords(rctx, &quirev1.FetchRecordsRequest{Topic: topic, Partition: p, Offset: off, MaxRecords: 1000})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -574,10 +583,11 @@ func TestReplicationNoAcknowledgedRecordLostAcrossFailovers(t *testing.T) {
 		t.Logf("%s-%d: %d acknowledged records checked, %d in the log", topic, p, n, len(logged))
 	}
 	for p := range int32(2) {
-		c.Eventually(ctx, "replicas in sync", func() error {
+		sctx := step()
+		c.Eventually(sctx, "replicas in sync", func() error {
 			var leo []int64
 			for _, id := range c.Running() {
-				l, err := describeLog(ctx, c, id, topic, p)
+				l, err := describeLog(sctx, c, id, topic, p)
 				if err != nil {
 					return err
 				}
