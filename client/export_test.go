@@ -1,5 +1,7 @@
 package client
 
+import "time"
+
 // PeakInFlight returns the most requests, and batches, of one partition
 // the producer had in flight at once.
 func PeakInFlight(c *Client) (requests, batches int) {
@@ -27,3 +29,7 @@ func SetSendHook(f func()) { sendHook = f }
 // GivenUpWhileSending returns how many requests were given up at a
 // replaced leader while its sink was still encoding them.
 func GivenUpWhileSending(c *Client) int { return int(c.prod.givenUpSending.Load()) }
+
+// MetadataGrace sets how long a metadata refresh waits for the other
+// brokers it asked once one has answered.
+func MetadataGrace(d time.Duration) Opt { return func(c *config) { c.metadataGrace = d } }

@@ -9,7 +9,8 @@ import (
 )
 
 // metadataAsk is how many brokers a metadata refresh asks at once, and
-// metadataGrace how long it waits for the others once one has answered.
+// metadataGrace how long it waits for the others once one has answered
+// (by default: tests may wait longer).
 // One broker's image can be behind the cluster's: a broker cut off from
 // the controller keeps answering from the image it had, naming itself
 // leader of partitions that have moved on. Asking two and keeping the
@@ -78,7 +79,7 @@ func (c *Client) newestMetadata(ctx context.Context, req *quirev1.GetMetadataReq
 					best = a.resp
 				}
 				if grace == nil {
-					t := time.NewTimer(metadataGrace)
+					t := time.NewTimer(c.cfg.metadataGrace)
 					defer t.Stop()
 					grace = t.C
 				}

@@ -46,6 +46,7 @@ type config struct {
 	requestTimeout time.Duration
 	retryBackoff   time.Duration
 	metadataMaxAge time.Duration
+	metadataGrace  time.Duration // see metadataAsk
 	autoCreate     bool
 
 	// producer
@@ -83,6 +84,7 @@ func defaultConfig() config {
 		requestTimeout:     30 * time.Second,
 		retryBackoff:       100 * time.Millisecond,
 		metadataMaxAge:     5 * time.Minute,
+		metadataGrace:      metadataGrace,
 		deliveryTimeout:    2 * time.Minute,
 		batchMaxBytes:      1 << 20,
 		maxBufBytes:        16 << 20,

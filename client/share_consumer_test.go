@@ -75,7 +75,14 @@ func TestClientClusterShareConsumer(t *testing.T) {
 			pctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 			got, err := sc.Poll(pctx)
 			cancel()
-			if err != nil && ctx.Err() == nil && pctx.Err() == nil {
+			if ctx.Err() != nil {
+				mu.Lock()
+				k := len(accepted)
+				mu.Unlock()
+				fail("%s: gave up with %d of %d records accepted", name, k, n)
+				return
+			}
+			if err != nil && pctx.Err() == nil {
 				fail("%s: poll: %v", name, err)
 				return
 			}
