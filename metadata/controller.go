@@ -231,6 +231,20 @@ func (c *Controller) propose(ctx context.Context, cmd *pb.Command) (any, error) 
 	return c.raftApply(ctx, cmd)
 }
 
+// proposeAnswer is propose for a command whose apply answers a T (what
+// names the operation in the error for any other answer).
+func proposeAnswer[T any](ctx context.Context, c *Controller, cmd *pb.Command, what string) (T, error) {
+	var zero T
+	resp, err := c.propose(ctx, cmd)
+	if err != nil {
+		return zero, err
+	}
+	if r, ok := resp.(T); ok {
+		return r, nil
+	}
+	return zero, fmt.Errorf("metadata: %s answered %v", what, resp)
+}
+
 // CreateTopic places the partitions over the live, unfenced brokers (or
 // uses spec.Assignment) and creates the topic; PlanTopic says what it
 // refuses.

@@ -185,17 +185,7 @@ func (d *draft) applyDeleteShareGroup(c *pb.DeleteShareGroup, index uint64) any 
 // del back to the node's, those of set set (the caller validated them),
 // and answers the group's settings generation after it.
 func (c *Controller) PutShareGroupConfig(ctx context.Context, group string, set map[string]string, del []string) (uint64, error) {
-	resp, err := c.propose(ctx, &pb.Command{Cmd: &pb.Command_PutShareGroupConfig{PutShareGroupConfig: &pb.PutShareGroupConfig{Group: group, Configs: set, Delete: del}}})
-	if err != nil {
-		return 0, err
-	}
-	switch r := resp.(type) {
-	case error:
-		return 0, r
-	case uint64:
-		return r, nil
-	}
-	return 0, fmt.Errorf("metadata: put share group config answered %v", resp)
+	return proposeAnswer[uint64](ctx, c, &pb.Command{Cmd: &pb.Command_PutShareGroupConfig{PutShareGroupConfig: &pb.PutShareGroupConfig{Group: group, Configs: set, Delete: del}}}, "put share group config")
 }
 
 // DeleteShareGroup removes a share group's saved states and settings,
@@ -203,17 +193,7 @@ func (c *Controller) PutShareGroupConfig(ctx context.Context, group string, set 
 // members), and answers how many states went and the group's generation
 // after it.
 func (c *Controller) DeleteShareGroup(ctx context.Context, group string, topics []string) (ShareGroupDeleted, error) {
-	resp, err := c.propose(ctx, &pb.Command{Cmd: &pb.Command_DeleteShareGroup{DeleteShareGroup: &pb.DeleteShareGroup{Group: group, Topics: topics}}})
-	if err != nil {
-		return ShareGroupDeleted{}, err
-	}
-	switch r := resp.(type) {
-	case error:
-		return ShareGroupDeleted{}, r
-	case ShareGroupDeleted:
-		return r, nil
-	}
-	return ShareGroupDeleted{}, fmt.Errorf("metadata: delete share group answered %v", resp)
+	return proposeAnswer[ShareGroupDeleted](ctx, c, &pb.Command{Cmd: &pb.Command_DeleteShareGroup{DeleteShareGroup: &pb.DeleteShareGroup{Group: group, Topics: topics}}}, "delete share group")
 }
 
 // applyAlterShareGroupOffsets sets the start offset of share-partitions
@@ -269,17 +249,7 @@ type ShareStartOffset struct {
 // group with no members (the caller checked) and answers the group's
 // settings generation after it.
 func (c *Controller) AlterShareGroupOffsets(ctx context.Context, group string, offsets []ShareStartOffset) (uint64, error) {
-	resp, err := c.propose(ctx, AlterShareGroupOffsetsCommand(group, offsets))
-	if err != nil {
-		return 0, err
-	}
-	switch r := resp.(type) {
-	case error:
-		return 0, r
-	case uint64:
-		return r, nil
-	}
-	return 0, fmt.Errorf("metadata: alter share group offsets answered %v", resp)
+	return proposeAnswer[uint64](ctx, c, AlterShareGroupOffsetsCommand(group, offsets), "alter share group offsets")
 }
 
 // AlterShareGroupOffsetsCommand is the command setting offsets.

@@ -146,6 +146,22 @@ func (c *Core) shares(group string) (*sharegroup.Coordinator, error) {
 	return c.cfg.Shares, nil
 }
 
+// describedShareGroup is the share coordinator for a call describing
+// group: Describe on the group, which must exist.
+func (c *Core) describedShareGroup(ctx context.Context, group string) (*sharegroup.Coordinator, error) {
+	sc, err := c.shares(group)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.authorizeGroup(ctx, auth.OpDescribe, group, "", nil); err != nil {
+		return nil, err
+	}
+	if !c.shareGroupKnown(group) {
+		return nil, c.fail(fmt.Errorf("%w: %q", ErrShareGroupNotFound, group))
+	}
+	return sc, nil
+}
+
 // ShareLockDuration is the record lock duration of group's
 // share-partitions; 0 when share groups are off.
 func (c *Core) ShareLockDuration(group string) time.Duration {

@@ -62,15 +62,9 @@ type ShareGroupPartition struct {
 // ShareGroupDescribe describes a share group: Describe on the group. A
 // group this node does not serve is ErrShareGroupNotFound.
 func (c *Core) ShareGroupDescribe(ctx context.Context, group string) (*ShareGroupDescription, error) {
-	sc, err := c.shares(group)
+	sc, err := c.describedShareGroup(ctx, group)
 	if err != nil {
 		return nil, err
-	}
-	if err := c.authorizeGroup(ctx, auth.OpDescribe, group, "", nil); err != nil {
-		return nil, err
-	}
-	if !c.shareGroupKnown(group) {
-		return nil, c.fail(fmt.Errorf("%w: %q", ErrShareGroupNotFound, group))
 	}
 	cfg := sc.GroupConfig(group)
 	out := &ShareGroupDescription{Group: group, KeyOrdering: cfg.Partition.KeyOrdering, DeadLetterTopic: cfg.DeadLetterTopic}

@@ -75,15 +75,9 @@ type ShareOffset struct {
 // of (those on topics the caller may not describe left out). A group
 // neither saved nor served is ErrShareGroupNotFound.
 func (c *Core) DescribeShareGroupOffsets(ctx context.Context, group string, topics []ShareOffsetTopic) ([]ShareOffset, error) {
-	sc, err := c.shares(group)
+	sc, err := c.describedShareGroup(ctx, group)
 	if err != nil {
 		return nil, err
-	}
-	if err := c.authorizeGroup(ctx, auth.OpDescribe, group, "", nil); err != nil {
-		return nil, err
-	}
-	if !c.shareGroupKnown(group) {
-		return nil, c.fail(fmt.Errorf("%w: %q", ErrShareGroupNotFound, group))
 	}
 	known := map[shareTP]ShareStartOffset{}
 	if st := c.cfg.ShareStore; st != nil {
