@@ -252,20 +252,19 @@ func (l *Log) appendLocked(batches []byte, bs batchSet, cfg LogConfig) error {
 		seg = l.activeSegment()
 	}
 	// Epoch cache first, as Kafka does, so that a crash never leaves
-	// batches of an epoch the cache has not heard of.
-	var epochErr error
+	// batches of an epoch the cache has not heard of. A batch of an epoch
+	// new to the log (a follower's copy of a new leader's first batch)
+	// enters the cache as a new leader's epoch does at election: the file
+	// is written before the batch, without fsync, and fsynced before the
+	// recovery point passes it (see epochCache), so the append does not
+	// wait on an fsync while holding the append lock.
 	forEachBatch(batches, func(b []byte) {
 		h, _ := record.ParseHeader(b)
-		if _, err := l.epochs.assign(h.PartitionLeaderEpoch, h.BaseOffset, persistSync); err != nil && epochErr == nil {
-			epochErr = err
-		}
+		l.epochs.assign(h.PartitionLeaderEpoch, h.BaseOffset, persistLazy)
 	})
-	if epochErr == nil {
-		// A new leader's epoch, in memory since its election (see
-		// AssignEpochStart), reaches the file before its first batch.
-		epochErr = l.epochs.writeStale()
-	}
-	if epochErr != nil {
+	// Written before the batches: a new leader's epoch, in memory since
+	// its election (see AssignEpochStart), or one just added.
+	if epochErr := l.epochs.writeStale(); epochErr != nil {
 		return l.fail(fmt.Errorf("storage: leader epoch checkpoint: %w", epochErr))
 	}
 

@@ -6,6 +6,7 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -243,4 +244,43 @@ func BenchmarkLogReadRandom(b *testing.B) {
 		total += int64(len(res.Batches))
 	}
 	b.SetBytes(total / int64(b.N))
+}
+
+// BenchmarkFollowerAppendNewEpoch is a follower's copy of the first batch
+// of a new leader's epoch (a failover of every partition it follows), on
+// the real file system: the epoch's entry reaches the checkpoint with the
+// append. A log takes 16 epochs, then a new one starts, so that the
+// checkpoint stays as short as a real one.
+func BenchmarkFollowerAppendNewEpoch(b *testing.B) {
+	const epochs = 16
+	dir := b.TempDir()
+	var l *Log
+	batch := makeBatch(10, 100, 0)
+	n := 0
+	b.ReportAllocs()
+	for b.Loop() {
+		if n%epochs == 0 {
+			b.StopTimer()
+			if l != nil {
+				if err := l.Close(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			var err error
+			if l, err = OpenLog(filepath.Join(dir, strconv.Itoa(n)), "bench", 0, DefaultLogConfig(), 0, Options{}); err != nil {
+				b.Fatal(err)
+			}
+			b.StartTimer()
+		}
+		i := n % epochs
+		record.SetBaseOffset(batch, int64(10*i))
+		record.SetPartitionLeaderEpoch(batch, int32(i))
+		if _, err := l.AppendAsFollower(batch); err != nil {
+			b.Fatal(err)
+		}
+		n++
+	}
+	if err := l.Close(); err != nil {
+		b.Fatal(err)
+	}
 }

@@ -58,8 +58,12 @@ type epochEntry struct {
 //     the flush before the append returns fsyncs the checkpoint first, so
 //     no acknowledged record of E is lost.
 //
-// The other writes (a follower's append of a new epoch, truncations)
-// still fsync: they are not on the election path.
+// A follower's append of a batch of a new epoch adds its entry the same
+// way, before the batch is written, and the same holds: past the
+// recovery point the batch's epoch is in the file on disk; short of it, a
+// power loss that takes the write makes recovery cut the log at the batch
+// (an unflushed tail, fetched again from the leader). Truncations still
+// fsync: they are rare and not on the append path.
 type epochCache struct {
 	fsys FS
 	path string
@@ -125,8 +129,6 @@ const (
 	// before a batch of the epoch is written and syncThrough to fsync
 	// before the recovery point passes the entry (see epochCache).
 	persistLazy
-	// persistSync writes and fsyncs the file.
-	persistSync
 )
 
 // persistLocked writes the checkpoint, fsynced (clearing unsyncedFrom) or
@@ -205,30 +207,27 @@ func (c *epochCache) markUnsyncedFrom(from int64) {
 
 // assign records that epoch starts at offset, if epoch is newer than the
 // latest; entries at or after offset are dropped first. It reports whether
-// the cache changed; mode says how to write the file.
-func (c *epochCache) assign(epoch int32, offset int64, mode persistMode) (bool, error) {
+// the cache changed. With persistLazy the change is left for writeStale
+// to write and syncThrough to fsync; with persistNone the caller writes.
+func (c *epochCache) assign(epoch int32, offset int64, mode persistMode) bool {
 	if epoch < 0 {
-		return false, nil
+		return false
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if n := len(c.entries); n > 0 && c.entries[n-1].Epoch >= epoch {
-		return false, nil
+		return false
 	}
 	for len(c.entries) > 0 && c.entries[len(c.entries)-1].StartOffset >= offset {
 		c.entries = c.entries[:len(c.entries)-1]
 	}
 	c.entries = append(c.entries, epochEntry{epoch, offset})
 	c.setLastLocked()
-	switch mode {
-	case persistLazy:
+	if mode == persistLazy {
 		c.unsyncedFrom = min(c.unsyncedFrom, offset)
 		c.stale.Store(true)
-		return true, nil
-	case persistSync:
-		return true, c.persistLocked(true)
 	}
-	return true, nil
+	return true
 }
 
 // truncateFromEnd drops entries starting at or after end (the new LEO).

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/quirelog/quire/record"
 )
 
 // powerLossFS keeps, for every leader epoch checkpoint, what a power loss
@@ -444,5 +446,81 @@ func TestEpochCheckpointWrittenAhead(t *testing.T) {
 	mustAppend(t, l, makeBatch(2, 20, 0), 4)
 	if creates.Load() != 1 || syncs.Load() != 0 {
 		t.Fatalf("%d files created, %d fsyncs, want 1 and 0", creates.Load(), syncs.Load())
+	}
+}
+
+// followerBatch is a batch of n records as a follower copies it: at
+// offset base, of leader epoch epoch.
+func followerBatch(base int64, epoch int32, n int) []byte {
+	b := makeBatch(n, 20, base)
+	record.SetBaseOffset(b, base)
+	record.SetPartitionLeaderEpoch(b, epoch)
+	return b
+}
+
+// TestEpochCheckpointFollowerNewEpoch: a follower's copy of the first
+// batch of a new epoch writes the checkpoint before the batch without an
+// fsync (the append holds the log's append lock); the flush that moves
+// the recovery point past the batch fsyncs it, so a power loss after the
+// flush keeps the epoch, and one before it cuts the unflushed batches of
+// the epoch the checkpoint on disk lacks, and nothing else.
+func TestEpochCheckpointFollowerNewEpoch(t *testing.T) {
+	t.Parallel()
+	for _, flushed := range []bool{true, false} {
+		t.Run(fmt.Sprintf("flushed=%v", flushed), func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			plfs := newPowerLossFS()
+			var syncs atomic.Int64
+			efs := NewErrorFS(plfs)
+			efs.SetInjector(func(op Op, path string) error {
+				if op == OpSync && isEpochCheckpoint(path) {
+					syncs.Add(1)
+				}
+				return nil
+			})
+			l := openPowerLoss(t, dir, efs, 0)
+			// Epoch 1, flushed: on disk, checkpoint and records.
+			for i := range 2 {
+				if _, err := l.AppendAsFollower(followerBatch(int64(2*i), 1, 2)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := l.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			before := syncs.Load()
+			for i := 2; i < 4; i++ {
+				if _, err := l.AppendAsFollower(followerBatch(int64(2*i), 3, 2)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if n := syncs.Load() - before; n != 0 {
+				t.Fatalf("%d fsyncs of the checkpoint by the appends of epoch 3, want 0", n)
+			}
+			want := []epochEntry{{1, 0}, {3, 4}}
+			if data, err := os.ReadFile(filepath.Join(dir, LeaderEpochCheckpointFile)); err != nil || string(data) != "0\n2\n1 0\n3 4\n" {
+				t.Fatalf("checkpoint before the power loss %q %v, want epochs %v", data, err, want)
+			}
+			leo := int64(8)
+			if flushed {
+				if err := l.Flush(); err != nil {
+					t.Fatal(err)
+				}
+				if syncs.Load() == before {
+					t.Fatal("the flush did not fsync the checkpoint")
+				}
+			} else {
+				want, leo = want[:1], 4
+			}
+			rp := l.RecoveryPoint()
+			crashLog(l)
+			plfs.powerLoss(t)
+			l = openPowerLoss(t, dir, plfs, rp)
+			defer l.Close()
+			if got := stateOf(l); !slices.Equal(got.entries, want) || got.leo != leo {
+				t.Fatalf("after the power loss %v, want end %d epochs %v", got, leo, want)
+			}
+		})
 	}
 }

@@ -240,7 +240,7 @@ func (l *Log) load(recoveryPoint int64) error {
 	epochsChanged, cut := eerr != nil, false
 	onBatch := func(h *record.Header) {
 		prevEpoch = h.PartitionLeaderEpoch
-		if added, _ := l.epochs.assign(h.PartitionLeaderEpoch, h.BaseOffset, persistNone); added {
+		if l.epochs.assign(h.PartitionLeaderEpoch, h.BaseOffset, persistNone) {
 			epochsChanged = true
 		}
 	}
@@ -522,9 +522,7 @@ func (l *Log) AssignEpochStart(epoch int32) error {
 	if err := l.checkWritable(); err != nil {
 		return err
 	}
-	if _, err := l.epochs.assign(epoch, l.leo.Load(), persistLazy); err != nil {
-		return l.fail(fmt.Errorf("storage: leader epoch checkpoint: %w", err))
-	}
+	l.epochs.assign(epoch, l.leo.Load(), persistLazy)
 	return nil
 }
 
