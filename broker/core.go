@@ -80,6 +80,7 @@ func (b *Broker) newCore() (*request.Core, error) {
 		cfg.Shares = sc
 		cfg.ShareCluster = sharepeer.New(sharepeer.Config{NodeID: b.cfg.NodeID, Node: sharePeerNode{b}, Logger: b.logger})
 		cfg.ShareStore = sharestore.NewGroups(shareImages{b.cluster}, b.cluster.fwd)
+		cfg.DeadLetterTopicPrefix = b.cfg.DeadLetterTopicPrefix
 	}
 
 	return request.New(cfg)

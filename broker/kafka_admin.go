@@ -91,10 +91,11 @@ var configSources = map[request.ConfigSource]int8{
 // topicConfigTypes are Kafka's types of the topic keys that are not
 // longs.
 var topicConfigTypes = map[string]int8{
-	"cleanup.policy":      7, // list
-	"preallocate":         1, // boolean
-	"max.message.bytes":   3, // int
-	"min.insync.replicas": 3,
+	"cleanup.policy":              7, // list
+	"preallocate":                 1, // boolean
+	request.DeadLetterGroupEnable: 1,
+	"max.message.bytes":           3, // int
+	"min.insync.replicas":         3,
 
 	"min.cleanable.dirty.ratio": 6, // double
 }

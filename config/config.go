@@ -150,6 +150,7 @@ type Config struct {
 	ShareKeyOrdering                  bool   // share.key.ordering
 	ShareMaxInFlightPerKey            int32  // max.in.flight.per.key
 	ShareAutoOffsetReset              string // share.auto.offset.reset
+	DeadLetterTopicPrefix             string // errors.deadletterqueue.topic.name.prefix
 
 	// Logging.
 	LogLevel string // log.level

@@ -7,7 +7,7 @@ import "fmt"
 // given to the server means log.retention.ms), else the closest known key
 // by edit distance when it is near enough to be a typo.
 func unknownKeyHint(key string) string {
-	if tk, ok := topicKeyIndex[key]; ok {
+	if tk, ok := topicKeyIndex[key]; ok && tk.brokerKey != "" {
 		return fmt.Sprintf("; did you mean %s? (%s is a topic config; %s is the server's default for it)", tk.brokerKey, key, tk.brokerKey)
 	}
 	names := make([]string, 0, len(configKeyIndex))
@@ -26,7 +26,7 @@ func unknownKeyHint(key string) string {
 func unknownTopicKeyHint(key string) string {
 	names := make([]string, 0, len(topicKeys))
 	for _, k := range topicKeys {
-		if k.brokerKey == key && k.name != key {
+		if k.brokerKey != "" && k.brokerKey == key && k.name != key {
 			return fmt.Sprintf("; did you mean %s? (%s is the server's default for the topic config %s)", k.name, key, k.name)
 		}
 		names = append(names, k.name)

@@ -325,6 +325,8 @@ var configKeys = appendSecurityKeys([]configKey{
 		func(c *Config) *int32 { return &c.ShareMaxInFlightPerKey }, 0),
 	stringKey("shares", "share.auto.offset.reset", "latest", "Where a share group starts reading a partition it has not read before: latest (the high watermark) or earliest (the log start offset). A share group may set its own, also by_duration:<ISO-8601 duration> (docs/share-groups.md).",
 		func(c *Config) *string { return &c.ShareAutoOffsetReset }, checkShareReset),
+	stringKey("shares", "errors.deadletterqueue.topic.name.prefix", "dlq.", "What a share group's dead-letter topic (errors.deadletterqueue.topic.name, a group setting) must start with, KIP-1191's guard: the node writes dead letters itself, so a group cannot name any topic. The topic must also have errors.deadletterqueue.group.enable=true. Empty allows any name.",
+		func(c *Config) *string { return &c.DeadLetterTopicPrefix }, nil),
 	int64Key("cluster", "metadata.write.timeout.ms", "10000", "How long an admin write waits for the controller (elections included) before failing UNAVAILABLE.",
 		func(c *Config) *int64 { return &c.MetadataWriteTimeoutMs }, 1),
 	stringKey("logging", "log.level", "info", "Log level: trace, debug, info, warn or error.",
@@ -372,6 +374,10 @@ func ConfigHelp() string {
 	}
 	b.WriteString("\nTopic keys (CreateTopic configs, AlterConfigs):\n")
 	for _, k := range topicKeys {
+		if k.brokerKey == "" {
+			fmt.Fprintf(&b, "  %-40s %s (default %s)\n", k.name, k.doc, k.def)
+			continue
+		}
 		fmt.Fprintf(&b, "  %-40s %s (default %s, from %s)\n", k.name, k.doc, k.def, k.brokerKey)
 	}
 	return b.String()
@@ -440,7 +446,11 @@ compaction) says how, and what a consumer can count on.
 |---|---|---|---|
 `)
 	for _, k := range topicKeys {
-		fmt.Fprintf(&b, "| `%s` | `%s` | `%s` | %s |\n", k.name, k.def, k.brokerKey, k.doc)
+		bk := "-"
+		if k.brokerKey != "" {
+			bk = "`" + k.brokerKey + "`"
+		}
+		fmt.Fprintf(&b, "| `%s` | `%s` | %s | %s |\n", k.name, k.def, bk, k.doc)
 	}
 	return b.String()
 }

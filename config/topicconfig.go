@@ -38,6 +38,10 @@ type TopicConfig struct {
 	FlushMs           int64
 	Preallocate       bool
 
+	// DeadLetterGroupEnable lets share groups' dead letters be written
+	// to the topic (errors.deadletterqueue.group.enable).
+	DeadLetterGroupEnable bool
+
 	MinCleanableDirtyRatio float64
 	MinCompactionLagMs     int64
 	MaxCompactionLagMs     int64
@@ -148,6 +152,17 @@ var topicKeys = []topicKey{
 			tc.Preallocate = b
 			return nil
 		}},
+	{name: request.DeadLetterGroupEnable, def: "false",
+		doc:        "Whether share groups may name this topic as their dead-letter topic (errors.deadletterqueue.topic.name), KIP-1191's guard: the node writes the dead letters itself, without the members' ACLs, so only a topic its administrator enabled takes them. No broker key.",
+		fromBroker: func(*Config) string { return "false" },
+		apply: func(tc *TopicConfig, v string) error {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return fmt.Errorf("want true or false")
+			}
+			tc.DeadLetterGroupEnable = b
+			return nil
+		}},
 }
 
 var topicKeyIndex = func() map[string]topicKey {
@@ -222,6 +237,10 @@ func (d TopicDefaults) Describe(overrides map[string]string) []request.ConfigEnt
 		// default.
 		if e.Source == request.SourceTopic {
 			e.Synonyms = append(e.Synonyms, request.ConfigSynonym{Name: k.name, Value: e.Value, Source: request.SourceTopic})
+		}
+		if k.brokerKey == "" {
+			out = append(out, e) // no broker key: only the topic's value
+			continue
 		}
 		if v := d[k.name]; v != k.def {
 			e.Synonyms = append(e.Synonyms, request.ConfigSynonym{Name: k.brokerKey, Value: v, Source: request.SourceBroker})

@@ -118,6 +118,10 @@ type Config struct {
 	// ShareStore keeps share groups' settings and saved state in the
 	// metadata log (share_config.go); nil: group settings are refused.
 	ShareStore ShareGroupStore
+	// DeadLetterTopicPrefix is what a share group's dead-letter topic's
+	// name must start with (errors.deadletterqueue.topic.name.prefix,
+	// KIP-1191's; "": any name).
+	DeadLetterTopicPrefix string
 	// OffsetLister asks a partition's leader elsewhere for an offset (an
 	// offset reset's targets); nil: only partitions led here are reset.
 	OffsetLister OffsetLister

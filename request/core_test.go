@@ -52,7 +52,9 @@ func (c cluster) Topic(name string) (metadata.TopicInfo, bool) {
 	if name != "t" {
 		return metadata.TopicInfo{}, false
 	}
-	return metadata.TopicInfo{Name: "t", Partitions: []metadata.PartitionInfo{
+	// t takes share groups' dead letters (the share tests write them to
+	// t itself).
+	return metadata.TopicInfo{Name: "t", Configs: map[string]string{request.DeadLetterGroupEnable: "true"}, Partitions: []metadata.PartitionInfo{
 		{Topic: "t", Partition: 0, Leader: self, LeaderEpoch: 1, Replicas: []int32{self}, ISR: []int32{self}},
 		{Topic: "t", Partition: 1, Leader: 2, LeaderEpoch: 5, Replicas: []int32{2}, ISR: []int32{2}},
 		{Topic: "t", Partition: 2, Leader: 2, LeaderEpoch: 5, Replicas: []int32{2}, ISR: []int32{2}},

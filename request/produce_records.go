@@ -78,21 +78,25 @@ func (c *Core) ProduceRecords(ctx context.Context, req *ProduceRecordsRequest) (
 		return nil, c.fail(fmt.Errorf("%w: no records", replica.ErrInvalidRequest))
 	}
 	_, known := c.cfg.Cluster.Topic(req.Topic)
-	if err := c.authorizeTopics(ctx, auth.OpWrite, []string{req.Topic}, func(string) bool { return !known && c.cfg.Creator != nil }); err != nil {
+	creator := c.cfg.Creator
+	if isNode(ctx) {
+		creator = nil
+	}
+	if err := c.authorizeTopics(ctx, auth.OpWrite, []string{req.Topic}, func(string) bool { return !known && creator != nil }); err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, produceTimeout(req.Timeout))
 	defer cancel()
 	t, ok := c.cfg.Cluster.Topic(req.Topic)
 	if !ok {
-		if c.cfg.Creator == nil {
+		if creator == nil {
 			return nil, c.fail(unknownTopic(req.Topic))
 		}
 		if err := ValidateTopicName(req.Topic); err != nil {
 			return nil, c.fail(err)
 		}
 		var err error
-		if t, err = c.cfg.Creator.AutoCreateTopic(ctx, req.Topic); err != nil {
+		if t, err = creator.AutoCreateTopic(ctx, req.Topic); err != nil {
 			return nil, c.fail(err)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/quirelog/quire/auth"
 	"github.com/quirelog/quire/replica"
@@ -154,6 +155,10 @@ func (c *Core) AlterShareGroupConfigs(ctx context.Context, req *AlterShareGroupC
 	if t, ok := req.Set[sharegroup.KeyDeadLetterTopic]; ok && t != "" {
 		if err := ValidateTopicName(t); err != nil {
 			return c.fail(fmt.Errorf("%w: share group %q: %s=%q: %v", share.ErrInvalidConfig, req.Group, sharegroup.KeyDeadLetterTopic, t, err))
+		}
+		if !strings.HasPrefix(t, c.cfg.DeadLetterTopicPrefix) {
+			return c.fail(fmt.Errorf("%w: share group %q: %s=%q must start with %q (the node's errors.deadletterqueue.topic.name.prefix)",
+				share.ErrInvalidConfig, req.Group, sharegroup.KeyDeadLetterTopic, t, c.cfg.DeadLetterTopicPrefix))
 		}
 	}
 	if stErr != nil {

@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/quirelog/quire/partitioner"
 	"github.com/quirelog/quire/record"
 	"github.com/quirelog/quire/replica"
+	"github.com/quirelog/quire/share"
 	"github.com/quirelog/quire/sharegroup"
 )
 
@@ -34,9 +36,17 @@ import (
 // wrote it and the one checking differ by less.
 const deadLetterSkew = time.Minute
 
+// DeadLetterGroupEnable is the topic config (KIP-1191's) that lets a
+// topic take share groups' dead letters: the topic's administrator,
+// not a group's, decides that the node may write to it.
+const DeadLetterGroupEnable = "errors.deadletterqueue.group.enable"
+
 // writeDeadLetters writes the dead letters of group on topic-partition
 // that are pending and saved, through part (the source partition's
-// leader replica), as the caller's principal.
+// leader replica), as the node itself (KIP-1191: no member's ACLs
+// apply; the guards are the topic's errors.deadletterqueue.group.enable
+// and the node's name prefix, deadLetterTopicUsable). A dead-letter
+// topic that is missing or not usable keeps them pending.
 func (c *Core) writeDeadLetters(ctx context.Context, sc *sharegroup.Coordinator, group, topic string, partition int32, part *replica.Partition) {
 	tp := sharegroup.TopicPartition{Topic: topic, Partition: partition}
 	dlq, letters := sc.ClaimDeadLetters(group, tp)
@@ -44,7 +54,11 @@ func (c *Core) writeDeadLetters(ctx context.Context, sc *sharegroup.Coordinator,
 		return
 	}
 	written := make([]bool, len(letters))
-	c.sendDeadLetters(ctx, dlq, group, topic, partition, part, letters, written)
+	if c.deadLetterTopicUsable(dlq) != nil {
+		sc.FinishDeadLetters(group, tp, letters, written)
+		return
+	}
+	c.sendDeadLetters(asNode(ctx), dlq, group, topic, partition, part, letters, written)
 	sc.FinishDeadLetters(group, tp, letters, written)
 	if slices.Contains(written, true) {
 		// Saved now rather than with the next change, so that a next
@@ -52,6 +66,25 @@ func (c *Core) writeDeadLetters(ctx context.Context, sc *sharegroup.Coordinator,
 		// metadata log for each batch of dead letters, which are few).
 		_ = sc.Persist(ctx, group, []sharegroup.TopicPartition{tp})
 	}
+}
+
+// deadLetterTopicUsable says why dlq cannot take dead letters (nil: it
+// can): its name lacks the node's prefix, it does not exist, or it is
+// not enabled for groups' dead letters.
+func (c *Core) deadLetterTopicUsable(dlq string) error {
+	if !strings.HasPrefix(dlq, c.cfg.DeadLetterTopicPrefix) {
+		return fmt.Errorf("%w: dead-letter topic %q does not start with %q (errors.deadletterqueue.topic.name.prefix)",
+			share.ErrInvalidConfig, dlq, c.cfg.DeadLetterTopicPrefix)
+	}
+	t, ok := c.cfg.Cluster.Topic(dlq)
+	if !ok {
+		return unknownTopic(dlq)
+	}
+	if on, _ := strconv.ParseBool(t.Configs[DeadLetterGroupEnable]); !on {
+		return fmt.Errorf("%w: topic %q does not take groups' dead letters: set %s=true on it",
+			share.ErrInvalidConfig, dlq, DeadLetterGroupEnable)
+	}
+	return nil
 }
 
 // sendDeadLetters writes letters to dlq, looking first for those that
@@ -142,13 +175,10 @@ func deadLetterPartition(key []byte, partition int32, offset int64, n int32) int
 }
 
 // Kafka's codes of a write that will not succeed by retrying: the dead
-// letter itself is refused. A missing dead-letter topic
-// (UNKNOWN_TOPIC_OR_PARTITION, retriable in Kafka: it may be created)
-// and a refused Write (TOPIC_AUTHORIZATION_FAILED: the write goes as
-// the principal of the member whose call made it, and another member's
-// call, or an ACL added, may succeed) keep the dead letters pending, to
-// be written by a later call (at most maxPendingDead per
-// share-partition).
+// letter itself is refused. Any other failure, a missing dead-letter
+// topic (UNKNOWN_TOPIC_OR_PARTITION, retriable in Kafka: it may be
+// created) among them, keeps the dead letters pending, to be written by
+// a later call (at most maxPendingDead per share-partition).
 var deadLetterPermanentCodes = map[int32]bool{
 	10: true, // MESSAGE_TOO_LARGE
 	17: true, // INVALID_TOPIC_EXCEPTION

@@ -4,7 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
+	"sync/atomic"
 	"testing"
+
+	"github.com/quirelog/quire/auth"
+	"github.com/quirelog/quire/metadata"
 
 	"github.com/quirelog/quire/partitioner"
 	"github.com/quirelog/quire/record"
@@ -35,7 +41,7 @@ func deadLettersOf(t *testing.T, f fixture) map[string]int {
 	t.Helper()
 	out := map[string]int{}
 	for off := int64(0); ; {
-		res, err := f.core.Fetch(ctxT(t), &request.FetchRequest{MaxBytes: 1 << 20, Partitions: []request.FetchPartition{{Topic: "t", Partition: 0, Offset: off, MaxBytes: 1 << 20}}})
+		res, err := f.core.Fetch(request.WithPrincipal(ctxT(t), "User:admin"), &request.FetchRequest{MaxBytes: 1 << 20, Partitions: []request.FetchPartition{{Topic: "t", Partition: 0, Offset: off, MaxBytes: 1 << 20}}})
 		if err != nil || res[0].Err != nil {
 			t.Fatalf("fetch: %v %v", err, res[0].Err)
 		}
@@ -167,39 +173,121 @@ func TestCoreShareDeadLetterOnceAcrossFailover(t *testing.T) {
 	}
 }
 
-// TestCoreShareDeadLetterTopicMissing: a dead letter whose dead-letter
-// topic does not exist (yet) is kept pending, not dropped: Kafka's
-// UNKNOWN_TOPIC_OR_PARTITION is retriable, the topic may be created.
-func TestCoreShareDeadLetterTopicMissing(t *testing.T) {
+// guardedCluster is cluster with t's errors.deadletterqueue.group.enable
+// as on says.
+type guardedCluster struct {
+	cluster
+	on *atomic.Bool
+}
+
+func (c guardedCluster) Topic(name string) (metadata.TopicInfo, bool) {
+	t, ok := c.cluster.Topic(name)
+	if ok {
+		t.Configs = map[string]string{request.DeadLetterGroupEnable: strconv.FormatBool(c.on.Load())}
+	}
+	return t, ok
+}
+
+// adminOr lets User:admin do anything, and the others what acls say.
+type adminOr struct{ acls }
+
+func (a adminOr) Authorize(r auth.Request) bool {
+	return r.Principal == "User:admin" || a.acls.Authorize(r)
+}
+
+// TestCoreShareDeadLetterTopicGuards: KIP-1191's guards. A dead letter is
+// written by the node itself, so the member's missing Write on the
+// dead-letter topic does not hold it up; it is kept pending, not dropped
+// nor written, while its dead-letter topic does not exist, is not
+// enabled for groups' dead letters (errors.deadletterqueue.group.enable),
+// or lacks the node's name prefix, and is written once the topic is
+// enabled. A group cannot be given a dead-letter topic without the prefix.
+func TestCoreShareDeadLetterTopicGuards(t *testing.T) {
 	t.Parallel()
-	cfg := sharegroup.DefaultConfig()
-	cfg.ResetEarliest = true
-	sc, err := sharegroup.New(cfg)
-	if err != nil {
-		t.Fatal(err)
+	for _, tc := range []struct {
+		name, dlq, prefix string
+		enabled           bool
+	}{
+		{name: "written as the node", dlq: "t", enabled: true},
+		{name: "missing", dlq: "missing", enabled: true},
+		{name: "not enabled", dlq: "t"},
+		{name: "without the prefix", dlq: "t", prefix: "dlq.", enabled: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			cfg := sharegroup.DefaultConfig()
+			cfg.ResetEarliest = true
+			sc, err := sharegroup.New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := sc.SetGroupConfig("g", sharegroup.GroupConfig{Partition: share.DefaultConfig(), DeadLetterTopic: tc.dlq}); err != nil {
+				t.Fatal(err)
+			}
+			on := &atomic.Bool{}
+			on.Store(tc.enabled)
+			f := newCore(t, func(c *request.Config) {
+				c.Shares, c.Cluster, c.DeadLetterTopicPrefix = sc, guardedCluster{on: on}, tc.prefix
+				// alice reads t and the group, and may not write to t;
+				// admin may do anything.
+				c.Authorizer = adminOr{acls{auth.OpRead: {"t": true, "g": true}, auth.OpDescribe: {"t": true}}}
+			})
+			ctx := request.WithPrincipal(ctxT(t), "User:alice")
+			b := record.NewBuilder(record.None)
+			b.Append(1000, []byte("k"), []byte("poison"), nil)
+			if _, err := f.core.Produce(request.WithPrincipal(ctxT(t), "User:admin"), &request.ProduceRequest{Acks: 1, Partitions: []request.ProducePartition{{Topic: "t", Partition: 0, Records: b.Build()}}}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.core.ShareGroupHeartbeat(ctx, &request.ShareHeartbeat{Group: "g", MemberID: "m", Topics: []string{"t"}}); err != nil {
+				t.Fatal(err)
+			}
+			if res, err := f.core.ShareFetch(ctx, &request.ShareFetchRequest{Group: "g", MemberID: "m", MaxRecords: 1, Partitions: []request.SharePartition{{Topic: "t", Partition: 0}}}); err != nil || len(res[0].Acquired) != 1 {
+				t.Fatalf("fetch: %+v, %v", res, err)
+			}
+			acks, err := f.core.ShareAcknowledge(ctx, "g", "m", []request.SharePartition{{Topic: "t", Partition: 0,
+				Acks: []share.Ack{{First: 0, Last: 0, Type: share.Reject}}}})
+			if err != nil || acks[0].Err != nil {
+				t.Fatalf("reject: %+v, %v", acks, err)
+			}
+			written := func() int { return deadLettersOf(t, f)["0"] }
+			if tc.name == "written as the node" {
+				if n, p := written(), sc.PendingDeadLetters("g"); n != 1 || len(p) != 0 {
+					t.Fatalf("written %d times, pending %v; want written once", n, p)
+				}
+				// alice herself still may not write to t.
+				_, err := f.core.Produce(ctx, &request.ProduceRequest{Acks: 1, Partitions: []request.ProducePartition{{Topic: "t", Partition: 0, Records: b.Build()}}})
+				if !errors.Is(err, request.ErrTopicAuthorizationFailed) {
+					t.Fatalf("alice's own produce to t: %v, want refused", err)
+				}
+				return
+			}
+			if n, p := written(), sc.PendingDeadLetters("g"); n != 0 || len(p) != 1 {
+				t.Fatalf("written %d times, pending %v; want pending, not written", n, p)
+			}
+			if tc.name != "not enabled" {
+				return
+			}
+			// Enabled: the next call on the partition writes it.
+			on.Store(true)
+			if _, err := f.core.ShareFetch(ctx, &request.ShareFetchRequest{Group: "g", MemberID: "m", MaxRecords: 1, Partitions: []request.SharePartition{{Topic: "t", Partition: 0}}}); err != nil {
+				t.Fatal(err)
+			}
+			if n, p := written(), sc.PendingDeadLetters("g"); n != 1 || len(p) != 0 {
+				t.Fatalf("once enabled: written %d times, pending %v; want written once", n, p)
+			}
+		})
 	}
-	if err := sc.SetGroupConfig("g", sharegroup.GroupConfig{Partition: share.DefaultConfig(), DeadLetterTopic: "missing"}); err != nil {
-		t.Fatal(err)
+
+	// The group's setting must carry the prefix.
+	store := &groupStore{supported: true, configs: map[string]map[string]string{}}
+	f, _ := newShareCore(t, false, func(c *request.Config) { c.ShareStore, c.DeadLetterTopicPrefix = store, "dlq." })
+	err := f.core.AlterShareGroupConfigs(ctxT(t), &request.AlterShareGroupConfigsRequest{Group: "g",
+		Set: map[string]string{sharegroup.KeyDeadLetterTopic: "orders"}})
+	if !errors.Is(err, share.ErrInvalidConfig) || !strings.Contains(err.Error(), `"dlq."`) {
+		t.Fatalf("dead-letter topic without the prefix: %v, want INVALID_CONFIG naming the prefix", err)
 	}
-	f := newCore(t, func(c *request.Config) { c.Shares = sc })
-	ctx := ctxT(t)
-	b := record.NewBuilder(record.None)
-	b.Append(1000, []byte("k"), []byte("poison"), nil)
-	if _, err := f.core.Produce(ctx, &request.ProduceRequest{Acks: 1, Partitions: []request.ProducePartition{{Topic: "t", Partition: 0, Records: b.Build()}}}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.core.ShareGroupHeartbeat(ctx, &request.ShareHeartbeat{Group: "g", MemberID: "m", Topics: []string{"t"}}); err != nil {
-		t.Fatal(err)
-	}
-	if res, err := f.core.ShareFetch(ctx, &request.ShareFetchRequest{Group: "g", MemberID: "m", MaxRecords: 1, Partitions: []request.SharePartition{{Topic: "t", Partition: 0}}}); err != nil || len(res[0].Acquired) != 1 {
-		t.Fatalf("fetch: %+v, %v", res, err)
-	}
-	acks, err := f.core.ShareAcknowledge(ctx, "g", "m", []request.SharePartition{{Topic: "t", Partition: 0,
-		Acks: []share.Ack{{First: 0, Last: 0, Type: share.Reject}}}})
-	if err != nil || acks[0].Err != nil {
-		t.Fatalf("reject: %+v, %v", acks, err)
-	}
-	if p := sc.PendingDeadLetters("g"); len(p) != 1 {
-		t.Fatalf("pending dead letters with the dead-letter topic missing: %v, want the rejected record's", p)
+	if err := f.core.AlterShareGroupConfigs(ctxT(t), &request.AlterShareGroupConfigsRequest{Group: "g",
+		Set: map[string]string{sharegroup.KeyDeadLetterTopic: "dlq.orders"}}); err != nil {
+		t.Fatalf("dead-letter topic with the prefix: %v", err)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/broker"
 	"github.com/quirelog/quire/metadata"
 	"github.com/quirelog/quire/testcluster"
@@ -94,6 +95,11 @@ func TestClusterShareGroupSettingsAndDeadLetters(t *testing.T) {
 	const topic, dlq, group, n = "dq", "dlq.dq", "dg", 90
 	createTopic(t, c, 1, topic, 1, 3)
 	createTopic(t, c, 1, dlq, 1, 3)
+	// The node writes dead letters only to a topic enabled for them.
+	c.Eventually(ctx, "enable dead letters on "+dlq, func() error {
+		_, err := admin(c, 1).AlterConfigs(ctx, &quirev1.AlterConfigsRequest{Topic: dlq, Set: map[string]string{"errors.deadletterqueue.group.enable": "true"}})
+		return err
+	})
 	want := map[string]string{"share.delivery.count.limit": "2", "errors.deadletterqueue.topic.name": dlq,
 		"share.auto.offset.reset": "earliest"}
 	ctl := c.WaitController(ctx)
