@@ -12,6 +12,7 @@ import (
 	"github.com/quirelog/quire/replica"
 	"github.com/quirelog/quire/share"
 	"github.com/quirelog/quire/sharegroup"
+	"github.com/quirelog/quire/storage"
 )
 
 // Share groups (KIP-932 queues): the members of a share group all fetch
@@ -460,7 +461,7 @@ func (c *Core) shareAcquire(ctx context.Context, sc *sharegroup.Coordinator, req
 			continue
 		}
 		tp := sharegroup.TopicPartition{Topic: p.Topic, Partition: p.Partition}
-		f, err := sc.Acquire(c.cfg.Now(), req.Group, req.MemberID, tp, maxRecords-total, shareLog{part})
+		f, err := sc.Acquire(c.cfg.Now(), req.Group, req.MemberID, tp, maxRecords-total, shareLog{p: part, committed: sc.GroupConfig(req.Group).ReadCommitted})
 		changes[i].part = part
 		changes[i].dead = append(changes[i].dead, f.DeadLetters...)
 		if err != nil {
@@ -524,10 +525,18 @@ func readRange(part *replica.Partition, first, last int64) ([]byte, error) {
 var errPastRange = errors.New("past the range")
 
 // shareLog is a leader replica as the share coordinator reads it: the
-// records' offsets and keys, control batches left out (as gaps).
-type shareLog struct{ p *replica.Partition }
+// records' offsets and keys, control batches left out (as gaps). A
+// committed one (share.isolation.level read_committed) ends at the last
+// stable offset and leaves the batches of aborted transactions out too.
+type shareLog struct {
+	p         *replica.Partition
+	committed bool
+}
 
 func (l shareLog) Bounds() (int64, int64, error) {
+	if l.committed {
+		return l.p.LogStartOffset(), l.p.LastStableOffset(), nil
+	}
 	return l.p.LogStartOffset(), l.p.HighWatermark(), nil
 }
 
@@ -545,7 +554,22 @@ func (l shareLog) OffsetForTime(t time.Time) (int64, error) {
 }
 
 func (l shareLog) Read(offset int64, maxRecords int) ([]share.Record, int64, error) {
-	res, _, err := l.p.Read(offset, shareReadBytes)
+	var res storage.ReadResult
+	var aborted *record.AbortFilter
+	var err error
+	if l.committed {
+		var txns []storage.AbortedTxn
+		res, _, _, txns, err = l.p.ReadCommittedAppend(nil, offset, shareReadBytes)
+		if len(txns) > 0 {
+			at := make([]record.AbortedTxn, len(txns))
+			for i, a := range txns {
+				at[i] = record.AbortedTxn{ProducerID: a.ProducerID, FirstOffset: a.FirstOffset}
+			}
+			aborted = record.NewAbortFilter(at)
+		}
+	} else {
+		res, _, err = l.p.Read(offset, shareReadBytes)
+	}
 	if err != nil {
 		return nil, offset, err
 	}
@@ -553,7 +577,9 @@ func (l shareLog) Read(offset int64, maxRecords int) ([]share.Record, int64, err
 	next := offset
 	full := errors.New("full")
 	err = record.WalkRead(res.Batches, func(batch []byte, h record.Header) error {
-		if h.Control() {
+		// The filter sees every batch, markers included: a marker ends
+		// its producer's aborted transaction.
+		if (aborted != nil && aborted.Skip(&h)) || h.Control() {
 			next = max(next, h.NextOffset())
 			return nil
 		}

@@ -153,6 +153,8 @@ type group struct {
 	cfg   share.Config
 	dlq   string
 	reset Reset
+	// readCommitted is share.isolation.level read_committed.
+	readCommitted bool
 	// gen and deleted are the saved settings' generations applied
 	// (ConfigSource).
 	gen, deleted uint64
@@ -220,6 +222,10 @@ type GroupConfig struct {
 	// Reset is where a share-partition with no saved state starts
 	// (share.auto.offset.reset); the zero value is the node's.
 	Reset Reset
+	// ReadCommitted reads only committed records (share.isolation.level
+	// read_committed): the caller's Log stops at the last stable offset
+	// and leaves aborted transactions' records out.
+	ReadCommitted bool
 }
 
 // SetGroupConfig sets group's own settings.
@@ -233,7 +239,7 @@ func (c *Coordinator) SetGroupConfig(name string, cfg GroupConfig) error {
 		cfg.Reset = c.nodeReset()
 	}
 	g := c.groupLocked(name)
-	g.cfg, g.dlq, g.reset = cfg.Partition, cfg.DeadLetterTopic, cfg.Reset
+	g.cfg, g.dlq, g.reset, g.readCommitted = cfg.Partition, cfg.DeadLetterTopic, cfg.Reset, cfg.ReadCommitted
 	return nil
 }
 
@@ -243,7 +249,7 @@ func (c *Coordinator) GroupConfig(name string) GroupConfig {
 	defer c.mu.Unlock()
 	if g := c.groups[name]; g != nil {
 		c.syncLocked(name, g)
-		return GroupConfig{Partition: g.cfg, DeadLetterTopic: g.dlq, Reset: g.reset}
+		return GroupConfig{Partition: g.cfg, DeadLetterTopic: g.dlq, Reset: g.reset, ReadCommitted: g.readCommitted}
 	}
 	if c.cfg.Configs != nil {
 		kv, _, _, _ := c.cfg.Configs.ShareGroupConfig(name)

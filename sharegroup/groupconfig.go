@@ -33,10 +33,15 @@ const (
 	// of one key one member holds at once (a positive count; the node's
 	// max.in.flight.per.key, 0 for no bound, when not set).
 	KeyMaxInFlightPerKey = "max.in.flight.per.key"
+	// KeyIsolationLevel is which records the group reads (Kafka's group
+	// key): read_uncommitted (every record below the high watermark,
+	// the default) or read_committed (below the last stable offset,
+	// the records of aborted transactions left out).
+	KeyIsolationLevel = "share.isolation.level"
 )
 
 // GroupConfigKeys are the keys a share group may set, sorted.
-var GroupConfigKeys = []string{KeyDeadLetterTopic, KeyMaxInFlightPerKey, KeyAutoOffsetReset, KeyDeliveryCountLimit, KeyKeyOrdering, KeyRecordLockDuration}
+var GroupConfigKeys = []string{KeyDeadLetterTopic, KeyMaxInFlightPerKey, KeyAutoOffsetReset, KeyDeliveryCountLimit, KeyIsolationLevel, KeyKeyOrdering, KeyRecordLockDuration}
 
 // Bounds of the group keys.
 const (
@@ -208,6 +213,15 @@ func setGroupKey(c *GroupConfig, k, v string) error {
 			return fmt.Errorf("%w: %s=%q: want a positive count of records, at most %d", share.ErrInvalidConfig, k, v, MaxMaxInFlightPerKey)
 		}
 		c.Partition.MaxInFlightPerKey = n
+	case KeyIsolationLevel:
+		switch strings.ToLower(strings.TrimSpace(v)) {
+		case "read_uncommitted":
+			c.ReadCommitted = false
+		case "read_committed":
+			c.ReadCommitted = true
+		default:
+			return fmt.Errorf("%w: %s=%q: want read_uncommitted or read_committed", share.ErrInvalidConfig, k, v)
+		}
 	default:
 		return fmt.Errorf("%w: unknown share group config %q (a share group takes %s)", share.ErrInvalidConfig, k, strings.Join(GroupConfigKeys, ", "))
 	}
@@ -229,6 +243,11 @@ func GroupConfigValue(c GroupConfig, key string) string {
 		return c.Reset.String()
 	case KeyMaxInFlightPerKey:
 		return strconv.Itoa(c.Partition.MaxInFlightPerKey)
+	case KeyIsolationLevel:
+		if c.ReadCommitted {
+			return "read_committed"
+		}
+		return "read_uncommitted"
 	}
 	return ""
 }

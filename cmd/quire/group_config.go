@@ -19,7 +19,10 @@ and where it comes from (group: set on the group; broker: the node's).
 node's value. The keys: share.key.ordering, errors.deadletterqueue.topic.name,
 share.record.lock.duration.ms, share.delivery.count.limit,
 share.auto.offset.reset (earliest, latest, by_duration:PT1H),
-max.in.flight.per.key (with key ordering). They are kept
+max.in.flight.per.key (with key ordering), share.isolation.level
+(read_uncommitted, read_committed). The dead-letter topic must start
+with the node's errors.deadletterqueue.topic.name.prefix (dlq.) and have
+errors.deadletterqueue.group.enable=true. They are kept
 in the metadata log and apply on every node.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
