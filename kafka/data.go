@@ -80,6 +80,7 @@ func produce(ctx context.Context, b Backend, req *kmsg.ProduceRequest) (kmsg.Res
 		code, msg = kerr.UnknownServerError.Code, fmt.Sprintf("%d answers for %d partitions", len(results), len(in.Partitions))
 	}
 	resp.Topics = make([]kmsg.ProduceResponseTopic, 0, len(req.Topics))
+	var leaders hinted
 	i := 0
 	for _, t := range req.Topics {
 		rt := kmsg.NewProduceResponseTopic()
@@ -92,6 +93,8 @@ func produce(ctx context.Context, b Backend, req *kmsg.ProduceRequest) (kmsg.Res
 			pcode, pmsg := code, msg
 			if pcode == 0 && i < len(results) {
 				r := results[i]
+				rp.CurrentLeader.LeaderID, rp.CurrentLeader.LeaderEpoch = leaderHint(r.Err)
+				leaders.add(rp.CurrentLeader.LeaderID)
 				if pcode, pmsg = coreError(r.Err); pcode == 0 {
 					rp.BaseOffset, rp.LogStartOffset = r.BaseOffset, r.LogStartOffset
 					if r.LogAppendTime > 0 {
@@ -107,6 +110,11 @@ func produce(ctx context.Context, b Backend, req *kmsg.ProduceRequest) (kmsg.Res
 			rt.Partitions = append(rt.Partitions, rp)
 		}
 		resp.Topics = append(resp.Topics, rt)
+	}
+	if req.Version >= 10 {
+		for _, e := range leaderEndpoints(ctx, b, leaders) {
+			resp.Brokers = append(resp.Brokers, kmsg.ProduceResponseBroker{NodeID: e.id, Host: e.host, Port: e.port, Rack: e.rack})
+		}
 	}
 	return resp, nil
 }
@@ -173,6 +181,7 @@ func fetch(ctx context.Context, b Backend, cs *connState, req *kmsg.FetchRequest
 			pcode := code
 			if pcode == 0 {
 				r := &results[i]
+				rp.CurrentLeader.LeaderID, rp.CurrentLeader.LeaderEpoch = leaderHint(r.Err)
 				if pcode, _ = coreError(r.Err); pcode == 0 {
 					rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = r.HighWatermark, r.LastStableOffset, r.LogStartOffset
 					if len(r.Records) > 0 {

@@ -3,8 +3,6 @@ package kafka
 import (
 	"context"
 	"encoding/base64"
-	"net"
-	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -66,19 +64,12 @@ func metadata(ctx context.Context, b Backend, req *kmsg.MetadataRequest) *kmsg.M
 	resp.ClusterID = kmsg.StringPtr(out.ClusterID)
 	resp.ControllerID = out.ControllerID
 	for _, br := range out.Brokers {
-		host, port, err := net.SplitHostPort(br.Addr)
-		if err != nil {
-			continue
-		}
-		p, err := strconv.ParseInt(port, 10, 32)
-		if err != nil {
+		e, ok := kafkaEndpoint(br)
+		if !ok {
 			continue
 		}
 		mb := kmsg.NewMetadataResponseBroker()
-		mb.NodeID, mb.Host, mb.Port = br.ID, host, int32(p)
-		if br.Rack != "" {
-			mb.Rack = kmsg.StringPtr(br.Rack)
-		}
+		mb.NodeID, mb.Host, mb.Port, mb.Rack = e.id, e.host, e.port, e.rack
 		resp.Brokers = append(resp.Brokers, mb)
 	}
 	listed := map[int32]bool{}

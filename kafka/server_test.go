@@ -81,7 +81,11 @@ func coreErr(e *quirev1.Error) error {
 	if e == nil {
 		return nil
 	}
-	return &request.Error{Code: int32(e.Code), Message: e.Message, LeaderID: -1, LeaderEpoch: -1}
+	out := &request.Error{Code: int32(e.Code), Message: e.Message, LeaderID: -1, LeaderEpoch: -1}
+	if e.LeaderId > 0 {
+		out.LeaderID, out.LeaderEpoch = e.LeaderId, e.LeaderEpoch
+	}
+	return out
 }
 
 func (f *fakeBackend) Produce(_ context.Context, req *request.ProduceRequest) ([]request.ProduceResult, error) {

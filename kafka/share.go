@@ -413,6 +413,7 @@ func (s *Server) shareFetch(ctx context.Context, b Backend, cs *connState, req *
 		}
 	}
 	byTopic := map[string]int{}
+	var leaders hinted
 	for _, r := range results {
 		i, ok := byTopic[r.Topic]
 		if !ok {
@@ -428,10 +429,8 @@ func (s *Server) shareFetch(ctx context.Context, b Backend, cs *connState, req *
 		if r.Err != nil {
 			code, msg := coreError(r.Err)
 			p.ErrorCode, p.ErrorMessage = code, kmsg.StringPtr(msg)
-			var e *request.Error
-			if errors.As(r.Err, &e) {
-				p.CurrentLeader.LeaderID, p.CurrentLeader.LeaderEpoch = e.LeaderID, e.LeaderEpoch
-			}
+			p.CurrentLeader.LeaderID, p.CurrentLeader.LeaderEpoch = leaderHint(r.Err)
+			leaders.add(p.CurrentLeader.LeaderID)
 		}
 		if r.AckErr != nil {
 			code, msg := coreError(r.AckErr)
@@ -443,6 +442,9 @@ func (s *Server) shareFetch(ctx context.Context, b Backend, cs *connState, req *
 				FirstOffset: a.First, LastOffset: a.Last, DeliveryCount: int16(min(a.DeliveryCount, 32767))})
 		}
 		resp.Topics[i].Partitions = append(resp.Topics[i].Partitions, p)
+	}
+	for _, e := range leaderEndpoints(ctx, b, leaders) {
+		resp.NodeEndpoints = append(resp.NodeEndpoints, kmsg.ShareFetchResponseNodeEndpoint{NodeID: e.id, Host: e.host, Port: e.port, Rack: e.rack})
 	}
 	for id := range unknown {
 		t := kmsg.NewShareFetchResponseTopic()
@@ -499,6 +501,7 @@ func (s *Server) shareAcknowledge(ctx context.Context, b Backend, cs *connState,
 	}
 	resp.AcquisitionLockTimeoutMillis = int32(b.ShareLockDuration(*req.GroupID).Milliseconds())
 	byTopic := map[string]int{}
+	var leaders hinted
 	for _, a := range acked {
 		i, ok := byTopic[a.Topic]
 		if !ok {
@@ -514,8 +517,13 @@ func (s *Server) shareAcknowledge(ctx context.Context, b Backend, cs *connState,
 		if a.Err != nil {
 			code, msg := coreError(a.Err)
 			p.ErrorCode, p.ErrorMessage = code, kmsg.StringPtr(msg)
+			p.CurrentLeader.LeaderID, p.CurrentLeader.LeaderEpoch = leaderHint(a.Err)
+			leaders.add(p.CurrentLeader.LeaderID)
 		}
 		resp.Topics[i].Partitions = append(resp.Topics[i].Partitions, p)
+	}
+	for _, e := range leaderEndpoints(ctx, b, leaders) {
+		resp.NodeEndpoints = append(resp.NodeEndpoints, kmsg.ShareAcknowledgeResponseNodeEndpoint{NodeID: e.id, Host: e.host, Port: e.port, Rack: e.rack})
 	}
 	return resp
 }

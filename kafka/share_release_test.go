@@ -30,6 +30,9 @@ type shareBackend struct {
 	// of each release as it starts.
 	hold    chan struct{}
 	started chan string
+	// ledElsewhere answers a fetch or acknowledgement of these partitions
+	// NOT_LEADER_OR_FOLLOWER, naming the leader (at epoch 9).
+	ledElsewhere map[int32]int32
 }
 
 var shareTopicID = [16]byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}
@@ -64,7 +67,11 @@ func (b *shareBackend) ShareFetch(_ context.Context, req *request.ShareFetchRequ
 	b.log("fetch " + req.MemberID + " " + partsOf(req.Partitions))
 	var out []request.ShareFetchResult
 	for _, p := range req.Partitions {
-		out = append(out, request.ShareFetchResult{Topic: p.Topic, Partition: p.Partition})
+		r := request.ShareFetchResult{Topic: p.Topic, Partition: p.Partition}
+		if l, ok := b.ledElsewhere[p.Partition]; ok {
+			r.Err = &request.Error{Code: int32(quirev1.ErrorCode_NOT_LEADER_OR_FOLLOWER), Message: "led elsewhere", LeaderID: l, LeaderEpoch: 9}
+		}
+		out = append(out, r)
 	}
 	return out, nil
 }
@@ -73,7 +80,11 @@ func (b *shareBackend) ShareAcknowledge(_ context.Context, _, member string, par
 	b.log("ack " + member + " " + partsOf(parts))
 	var out []request.ShareAckResult
 	for _, p := range parts {
-		out = append(out, request.ShareAckResult{Topic: p.Topic, Partition: p.Partition})
+		r := request.ShareAckResult{Topic: p.Topic, Partition: p.Partition}
+		if l, ok := b.ledElsewhere[p.Partition]; ok {
+			r.Err = &request.Error{Code: int32(quirev1.ErrorCode_NOT_LEADER_OR_FOLLOWER), Message: "led elsewhere", LeaderID: l, LeaderEpoch: 9}
+		}
+		out = append(out, r)
 	}
 	return out, nil
 }
