@@ -80,6 +80,21 @@ func intTopicKey(name, def, brokerKey, doc string, min int64, from func(c *Confi
 		}}
 }
 
+// boolTopicKey is a true/false topic key; brokerKey "" for one the node
+// does not set.
+func boolTopicKey(name, def, brokerKey, doc string, from func(c *Config) bool, field func(*TopicConfig) *bool) topicKey {
+	return topicKey{name: name, def: def, brokerKey: brokerKey, doc: doc,
+		fromBroker: func(c *Config) string { return strconv.FormatBool(from(c)) },
+		apply: func(tc *TopicConfig, v string) error {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return fmt.Errorf("want true or false")
+			}
+			*field(tc) = b
+			return nil
+		}}
+}
+
 // parseCleanupPolicy reads cleanup.policy, a list as Kafka's: compact,
 // delete, or both in either order.
 func parseCleanupPolicy(v string) (compact, del bool, err error) {
@@ -141,28 +156,10 @@ var topicKeys = []topicKey{
 		func(c *Config) int64 { return c.LogFlushIntervalMessages }, func(tc *TopicConfig) *int64 { return &tc.FlushMessages }),
 	longTopicKey("flush.ms", maxLong, "log.flush.interval.ms", "Milliseconds after which unsynced writes are fsynced.", 0,
 		func(c *Config) int64 { return c.LogFlushIntervalMs }, func(tc *TopicConfig) *int64 { return &tc.FlushMs }),
-	{name: "preallocate", def: "true", brokerKey: "log.preallocate",
-		doc:        "Reserve disk space for the active segment ahead of its appends (an eighth of its size at a time, 64 KiB to 16 MiB, the file size unchanged, given back when the segment rolls); Kafka's preallocate sizes the whole segment and defaults to false.",
-		fromBroker: func(c *Config) string { return strconv.FormatBool(c.LogPreallocate) },
-		apply: func(tc *TopicConfig, v string) error {
-			b, err := strconv.ParseBool(v)
-			if err != nil {
-				return fmt.Errorf("want true or false")
-			}
-			tc.Preallocate = b
-			return nil
-		}},
-	{name: request.DeadLetterGroupEnable, def: "false",
-		doc:        "Whether share groups may name this topic as their dead-letter topic (errors.deadletterqueue.topic.name), KIP-1191's guard: the node writes the dead letters itself, without the members' ACLs, so only a topic its administrator enabled takes them. No broker key.",
-		fromBroker: func(*Config) string { return "false" },
-		apply: func(tc *TopicConfig, v string) error {
-			b, err := strconv.ParseBool(v)
-			if err != nil {
-				return fmt.Errorf("want true or false")
-			}
-			tc.DeadLetterGroupEnable = b
-			return nil
-		}},
+	boolTopicKey("preallocate", "true", "log.preallocate", "Reserve disk space for the active segment ahead of its appends (an eighth of its size at a time, 64 KiB to 16 MiB, the file size unchanged, given back when the segment rolls); Kafka's preallocate sizes the whole segment and defaults to false.",
+		func(c *Config) bool { return c.LogPreallocate }, func(tc *TopicConfig) *bool { return &tc.Preallocate }),
+	boolTopicKey(request.DeadLetterGroupEnable, "false", "", "Whether share groups may name this topic as their dead-letter topic (errors.deadletterqueue.topic.name), KIP-1191's guard: the node writes the dead letters itself, without the members' ACLs, so only a topic its administrator enabled takes them. No broker key.",
+		func(*Config) bool { return false }, func(tc *TopicConfig) *bool { return &tc.DeadLetterGroupEnable }),
 }
 
 var topicKeyIndex = func() map[string]topicKey {
