@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strconv"
 
-	qmetadata "github.com/quirelog/quire/metadata"
 	"github.com/quirelog/quire/request"
 )
 
@@ -33,10 +32,10 @@ type endpoint struct {
 	rack *string
 }
 
-// kafkaEndpoint is br's address as a Kafka client dials it; false when
-// it is not host:port.
-func kafkaEndpoint(br qmetadata.BrokerInfo) (endpoint, bool) {
-	host, port, err := net.SplitHostPort(br.Addr)
+// kafkaEndpoint is node id's address (addr, on the listener) as a Kafka
+// client dials it; false when it is not host:port.
+func kafkaEndpoint(id int32, addr, rack string) (endpoint, bool) {
+	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return endpoint{}, false
 	}
@@ -44,9 +43,8 @@ func kafkaEndpoint(br qmetadata.BrokerInfo) (endpoint, bool) {
 	if err != nil {
 		return endpoint{}, false
 	}
-	e := endpoint{id: br.ID, host: host, port: int32(p)}
-	if br.Rack != "" {
-		rack := br.Rack
+	e := endpoint{id: id, host: host, port: int32(p)}
+	if rack != "" {
 		e.rack = &rack
 	}
 	return e, true
@@ -68,7 +66,7 @@ func leaderEndpoints(ctx context.Context, b Backend, ids []int32) []endpoint {
 		if !slices.Contains(ids, br.ID) {
 			continue
 		}
-		if e, ok := kafkaEndpoint(br); ok {
+		if e, ok := kafkaEndpoint(br.ID, br.Addr, br.Rack); ok {
 			out = append(out, e)
 		}
 	}

@@ -64,7 +64,7 @@ func metadata(ctx context.Context, b Backend, req *kmsg.MetadataRequest) *kmsg.M
 	resp.ClusterID = kmsg.StringPtr(out.ClusterID)
 	resp.ControllerID = out.ControllerID
 	for _, br := range out.Brokers {
-		e, ok := kafkaEndpoint(br)
+		e, ok := kafkaEndpoint(br.ID, br.Addr, br.Rack)
 		if !ok {
 			continue
 		}
