@@ -89,7 +89,7 @@ func TestGroupConsumerOutOfRangeResetNone(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got []*client.Record
-	pollUntil(ctx, t, g, &got, "records after a seek into the log", func() bool { return len(got) >= 2 })
+	pollUntil(ctx, t, g, &got, "records after a seek into the log", func([]error) bool { return len(got) >= 2 })
 	if got[0].Offset != 1 || got[1].Offset != 2 || len(got) != 2 {
 		t.Fatalf("after Seek to 1 polled %d records from %d, want offsets 1 and 2", len(got), got[0].Offset)
 	}
@@ -107,7 +107,7 @@ func TestGroupConsumerOutOfRangeResetNone(t *testing.T) {
 	}
 	defer g2.Close(ctx)
 	got = nil
-	pollUntil(ctx, t, g2, &got, "records after the reset to start", func() bool { return len(got) >= 3 })
+	pollUntil(ctx, t, g2, &got, "records after the reset to start", func([]error) bool { return len(got) >= 3 })
 	if got[0].Offset != 0 {
 		t.Fatalf("default reset: first offset %d, want 0", got[0].Offset)
 	}
