@@ -45,15 +45,8 @@ func TestClusterCompactedTopicConverges(t *testing.T) {
 	}))
 	ctx := testCtx(t)
 	c.WaitImage(ctx, func(img *metadata.Image) bool { return img.MetadataVersion() >= metadata.MetadataVersionCompaction })
-	_, err := admin(c, 1).CreateTopic(ctx, &quirev1.CreateTopicRequest{
-		Name: "table", OptionalPartitions: &quirev1.CreateTopicRequest_Partitions{Partitions: 1},
-		OptionalReplicationFactor: &quirev1.CreateTopicRequest_ReplicationFactor{ReplicationFactor: 3},
-		Configs: map[string]string{"cleanup.policy": "compact", "segment.bytes": "2048", "min.insync.replicas": "2",
-			"min.cleanable.dirty.ratio": "0.01"},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	createTopicWith(t, c, 1, "table", 1, 3, map[string]string{"cleanup.policy": "compact", "segment.bytes": "2048", "min.insync.replicas": "2",
+		"min.cleanable.dirty.ratio": "0.01"})
 	c.WaitLeader(ctx, "table", 0)
 
 	rng := rand.New(rand.NewSource(1))

@@ -52,6 +52,14 @@ func admin(c *testcluster.Cluster, id int32) quirev1.AdminClient {
 // other fails the test.
 func createTopic(t *testing.T, c *testcluster.Cluster, via int32, name string, partitions, rf int32) *quirev1.TopicDescription {
 	t.Helper()
+	return createTopicWith(t, c, via, name, partitions, rf, nil)
+}
+
+// createTopicWith is createTopic with the topic's configs: asked again
+// while fewer brokers than rf are registered yet, or while no controller
+// answers.
+func createTopicWith(t *testing.T, c *testcluster.Cluster, via int32, name string, partitions, rf int32, configs map[string]string) *quirev1.TopicDescription {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var topic *quirev1.TopicDescription
@@ -59,6 +67,7 @@ func createTopic(t *testing.T, c *testcluster.Cluster, via int32, name string, p
 	c.Eventually(ctx, "create topic "+name, func() error {
 		resp, err := admin(c, via).CreateTopic(ctx, &quirev1.CreateTopicRequest{
 			Name: name, OptionalPartitions: &quirev1.CreateTopicRequest_Partitions{Partitions: partitions}, OptionalReplicationFactor: &quirev1.CreateTopicRequest_ReplicationFactor{ReplicationFactor: rf},
+			Configs: configs,
 		})
 		switch {
 		case err == nil:

@@ -26,16 +26,11 @@ func TestClusterIdempotentPlainGRPCRetryLoop(t *testing.T) {
 	defer cancel()
 	c.WaitController(ctx)
 	const topic = "plain-idem"
-	_, err := admin(c, 1).CreateTopic(ctx, &quirev1.CreateTopicRequest{Name: topic,
-		OptionalPartitions:        &quirev1.CreateTopicRequest_Partitions{Partitions: 1},
-		OptionalReplicationFactor: &quirev1.CreateTopicRequest_ReplicationFactor{ReplicationFactor: 3},
-		Configs:                   map[string]string{"min.insync.replicas": "2"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	createTopicWith(t, c, 1, topic, 1, 3, map[string]string{"min.insync.replicas": "2"})
 	c.WaitLeader(ctx, topic, 0)
 	var pid *quirev1.InitProducerIdResponse
 	c.Eventually(ctx, "InitProducerId", func() error {
+		var err error
 		pid, err = quirev1.NewProducerClient(c.Conn(1)).InitProducerId(ctx, &quirev1.InitProducerIdRequest{})
 		return err
 	})

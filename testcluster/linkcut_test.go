@@ -35,12 +35,7 @@ func TestClusterLinkCutHealsAtOnce(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	const topic = "linkcut"
-	if _, err := admin(c, 1).CreateTopic(ctx, &quirev1.CreateTopicRequest{Name: topic,
-		OptionalPartitions:        &quirev1.CreateTopicRequest_Partitions{Partitions: 3},
-		OptionalReplicationFactor: &quirev1.CreateTopicRequest_ReplicationFactor{ReplicationFactor: 3},
-		Configs:                   map[string]string{"min.insync.replicas": "2"}}); err != nil {
-		t.Fatal(err)
-	}
+	createTopicWith(t, c, 1, topic, 3, 3, map[string]string{"min.insync.replicas": "2"})
 	ctl := c.WaitController(ctx)
 	part, leader := int32(-1), int32(-1)
 	for p := int32(0); p < 3 && part < 0; p++ {

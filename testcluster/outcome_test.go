@@ -18,11 +18,7 @@ func TestClusterAmbiguousProduceIsMarked(t *testing.T) {
 	t.Parallel()
 	c := testcluster.New(t, 3)
 	ctx := testCtx(t)
-	if _, err := admin(c, 1).CreateTopic(ctx, &quirev1.CreateTopicRequest{Name: "amb",
-		OptionalPartitions: &quirev1.CreateTopicRequest_Partitions{Partitions: 1}, OptionalReplicationFactor: &quirev1.CreateTopicRequest_ReplicationFactor{ReplicationFactor: 3},
-		Configs: map[string]string{"min.insync.replicas": "2"}}); err != nil {
-		t.Fatal(err)
-	}
+	createTopicWith(t, c, 1, "amb", 1, 3, map[string]string{"min.insync.replicas": "2"})
 	leader, _ := c.WaitLeader(ctx, "amb", 0)
 	c.Partition(leader)
 	defer c.Heal()

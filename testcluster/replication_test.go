@@ -24,15 +24,7 @@ import (
 // min.insync.replicas=2 and waits for its leader.
 func createReplicatedTopic(t *testing.T, c *testcluster.Cluster, name string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
-	_, err := admin(c, 1).CreateTopic(ctx, &quirev1.CreateTopicRequest{
-		Name: name, OptionalPartitions: &quirev1.CreateTopicRequest_Partitions{Partitions: 1}, OptionalReplicationFactor: &quirev1.CreateTopicRequest_ReplicationFactor{ReplicationFactor: int32(len(c.IDs()))},
-		Configs: map[string]string{"min.insync.replicas": "2"},
-	})
-	if err != nil {
-		t.Fatalf("create %s: %v", name, err)
-	}
+	createTopicWith(t, c, 1, name, 1, int32(len(c.IDs())), map[string]string{"min.insync.replicas": "2"})
 	c.WaitLeader(testCtx(t), name, 0)
 }
 
@@ -645,11 +637,7 @@ func TestReplicationCatchUpOfManyPartitions(t *testing.T) {
 	}))
 	ctx := testCtx(t)
 	const topic, parts = "bulk", 4
-	if _, err := admin(c, 1).CreateTopic(ctx, &quirev1.CreateTopicRequest{
-		Name: topic, OptionalPartitions: &quirev1.CreateTopicRequest_Partitions{Partitions: parts}, OptionalReplicationFactor: &quirev1.CreateTopicRequest_ReplicationFactor{ReplicationFactor: 3},
-	}); err != nil {
-		t.Fatal(err)
-	}
+	createTopic(t, c, 1, topic, parts, 3)
 	ctl := c.WaitController(ctx)
 	lagger := ctl%3 + 1
 	for p := range int32(parts) {
