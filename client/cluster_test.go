@@ -32,6 +32,7 @@ import (
 	quirev1 "github.com/quirelog/quire/api/quirev1"
 	"github.com/quirelog/quire/broker"
 	"github.com/quirelog/quire/client"
+	"github.com/quirelog/quire/internal/poll"
 	"github.com/quirelog/quire/metadata"
 	"github.com/quirelog/quire/record"
 	"github.com/quirelog/quire/testcluster"
@@ -55,13 +56,25 @@ func clusterClient(t testing.TB, c *testcluster.Cluster, seeds []int32, opts ...
 	for _, id := range seeds {
 		addrs = append(addrs, c.Addr(id))
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	cl, err := client.New(ctx, append([]client.Opt{client.SeedBrokers(addrs...),
-		client.RetryBackoff(20 * time.Millisecond), client.RequestTimeout(5 * time.Second)}, opts...)...)
-	if err != nil {
+	// client.New asks for metadata within the client's request timeout,
+	// which some tests set to a fraction of a second: on a loaded
+	// machine (an election) it is asked again, as an application would.
+	var cl *client.Client
+	poll.Until(t, "client.New", func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		var err error
+		cl, err = client.New(ctx, append([]client.Opt{client.SeedBrokers(addrs...),
+			client.RetryBackoff(20 * time.Millisecond), client.RequestTimeout(5 * time.Second)}, opts...)...)
+		switch code := client.ErrorCode(err); {
+		case err == nil:
+			return nil
+		case code == quirev1.ErrorCode_REQUEST_TIMED_OUT || code == quirev1.ErrorCode_NETWORK_EXCEPTION:
+			return err
+		}
 		t.Fatalf("client.New: %v", err)
-	}
+		return nil
+	})
 	t.Cleanup(cl.Close)
 	return cl
 }
