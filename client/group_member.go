@@ -484,6 +484,11 @@ func (g *GroupConsumer) close(ctx context.Context, commit bool) error {
 				Group: g.cfg.Group, MemberId: g.memberID, MemberEpoch: leave, InstanceId: g.cfg.InstanceID})
 			return err
 		})
+		// A member the group no longer has (its session ran out, or it
+		// was fenced) has left already, as Kafka's consumers take it.
+		if c := ErrorCode(errLeave); c == quirev1.ErrorCode_UNKNOWN_MEMBER_ID || c == quirev1.ErrorCode_FENCED_MEMBER_EPOCH {
+			errLeave = nil
+		}
 	}
 	g.cons.Close()
 	return errors.Join(errCommit, errLeave)
