@@ -445,6 +445,7 @@ func (c *Core) ShareFetch(ctx context.Context, req *ShareFetchRequest) ([]ShareF
 // records it acquired.
 func (c *Core) shareAcquire(ctx context.Context, sc *sharegroup.Coordinator, req *ShareFetchRequest, out []ShareFetchResult, changes []shareChange, maxRecords int, register bool, watched *[]*replica.Partition, wake chan struct{}) int {
 	total := 0
+	committed := sc.GroupConfig(req.Group).ReadCommitted // once a pass, not per partition
 	for i, p := range req.Partitions {
 		r := &out[i]
 		r.Err = nil
@@ -461,7 +462,7 @@ func (c *Core) shareAcquire(ctx context.Context, sc *sharegroup.Coordinator, req
 			continue
 		}
 		tp := sharegroup.TopicPartition{Topic: p.Topic, Partition: p.Partition}
-		f, err := sc.Acquire(c.cfg.Now(), req.Group, req.MemberID, tp, maxRecords-total, shareLog{p: part, committed: sc.GroupConfig(req.Group).ReadCommitted})
+		f, err := sc.Acquire(c.cfg.Now(), req.Group, req.MemberID, tp, maxRecords-total, shareLog{p: part, committed: committed})
 		changes[i].part = part
 		changes[i].dead = append(changes[i].dead, f.DeadLetters...)
 		if err != nil {

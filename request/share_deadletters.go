@@ -12,7 +12,6 @@ import (
 	"github.com/quirelog/quire/partitioner"
 	"github.com/quirelog/quire/record"
 	"github.com/quirelog/quire/replica"
-	"github.com/quirelog/quire/share"
 	"github.com/quirelog/quire/sharegroup"
 )
 
@@ -54,7 +53,7 @@ func (c *Core) writeDeadLetters(ctx context.Context, sc *sharegroup.Coordinator,
 		return
 	}
 	written := make([]bool, len(letters))
-	if c.deadLetterTopicUsable(dlq) != nil {
+	if !c.deadLetterTopicUsable(dlq) {
 		sc.FinishDeadLetters(group, tp, letters, written)
 		return
 	}
@@ -68,23 +67,16 @@ func (c *Core) writeDeadLetters(ctx context.Context, sc *sharegroup.Coordinator,
 	}
 }
 
-// deadLetterTopicUsable says why dlq cannot take dead letters (nil: it
-// can): its name lacks the node's prefix, it does not exist, or it is
-// not enabled for groups' dead letters.
-func (c *Core) deadLetterTopicUsable(dlq string) error {
+// deadLetterTopicUsable says whether dlq can take dead letters: its name
+// has the node's prefix, it exists, and it is enabled for groups' dead
+// letters.
+func (c *Core) deadLetterTopicUsable(dlq string) bool {
 	if !strings.HasPrefix(dlq, c.cfg.DeadLetterTopicPrefix) {
-		return fmt.Errorf("%w: dead-letter topic %q does not start with %q (errors.deadletterqueue.topic.name.prefix)",
-			share.ErrInvalidConfig, dlq, c.cfg.DeadLetterTopicPrefix)
+		return false
 	}
 	t, ok := c.cfg.Cluster.Topic(dlq)
-	if !ok {
-		return unknownTopic(dlq)
-	}
-	if on, _ := strconv.ParseBool(t.Configs[DeadLetterGroupEnable]); !on {
-		return fmt.Errorf("%w: topic %q does not take groups' dead letters: set %s=true on it",
-			share.ErrInvalidConfig, dlq, DeadLetterGroupEnable)
-	}
-	return nil
+	on, _ := strconv.ParseBool(t.Configs[DeadLetterGroupEnable])
+	return ok && on
 }
 
 // sendDeadLetters writes letters to dlq, looking first for those that
