@@ -25,9 +25,9 @@ func (t *Transport) dispatch(ctx context.Context, cmd any, data io.Reader, heart
 	rpc := raft.RPC{Command: cmd, Reader: data, RespChan: respCh}
 	handled := false
 	if heartbeat {
-		if fn := t.heartbeatHandler(); fn != nil {
-			fn(rpc)
-			handled = true
+		var err error
+		if handled, err = t.heartbeat(rpc); err != nil {
+			return nil, status.Error(codes.Unavailable, err.Error())
 		}
 	}
 	if !handled {

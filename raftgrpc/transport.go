@@ -80,8 +80,14 @@ type Transport struct {
 	maxInFlight int
 	logger      hclog.Logger
 
-	hbMu sync.RWMutex
-	hbFn func(raft.RPC)
+	// hbMu guards hbFn and hbClosed. A heartbeat runs raft's handler on
+	// the gRPC goroutine, outside raft's own goroutines, so Shutdown does
+	// not wait for it: it holds hbMu's read lock for the whole call, and
+	// Close takes the write lock, so that once Close returns no handler
+	// runs and the caller may close raft's stores.
+	hbMu     sync.RWMutex
+	hbFn     func(raft.RPC)
+	hbClosed bool
 
 	mu         sync.Mutex
 	conns      map[raft.ServerAddress]*grpc.ClientConn
@@ -138,10 +144,19 @@ func (t *Transport) SetHeartbeatHandler(cb func(rpc raft.RPC)) {
 	t.hbMu.Unlock()
 }
 
-func (t *Transport) heartbeatHandler() func(raft.RPC) {
+// heartbeat runs rpc through the heartbeat handler, if one is set and
+// the transport is open, and says whether it did.
+func (t *Transport) heartbeat(rpc raft.RPC) (handled bool, err error) {
 	t.hbMu.RLock()
 	defer t.hbMu.RUnlock()
-	return t.hbFn
+	if t.hbClosed {
+		return false, ErrTransportShutdown
+	}
+	if t.hbFn == nil {
+		return false, nil
+	}
+	t.hbFn(rpc)
+	return true, nil
 }
 
 // EncodePeer implements raft.Transport.
@@ -152,7 +167,13 @@ func (t *Transport) DecodePeer(b []byte) raft.ServerAddress { return raft.Server
 
 // Close implements raft.WithClose: it fails pending and future calls and
 // closes every peer connection. It does not stop the caller's grpc.Server.
+// It returns after any heartbeat being handled is done, and no handler
+// runs after it.
 func (t *Transport) Close() error {
+	t.hbMu.Lock()
+	t.hbClosed = true
+	t.hbFn = nil
+	t.hbMu.Unlock()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed {

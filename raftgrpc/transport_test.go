@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"reflect"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -278,6 +279,57 @@ func TestTransportHeartbeatFastPath(t *testing.T) {
 	}
 	if !resp.Success || resp.Term != 7 {
 		t.Fatalf("response = %#v", resp)
+	}
+}
+
+// TestTransportCloseWaitsForHeartbeat: raft runs heartbeats on the
+// transport's goroutines, not its own, so raft's Shutdown does not wait for
+// them. Close must: the node closes raft's stores after it, and a handler
+// still running would write the term into a closed store (a panic).
+func TestTransportCloseWaitsForHeartbeat(t *testing.T) {
+	t.Parallel()
+	t1, t2 := startTransport(t), startTransport(t)
+	entered := make(chan struct{})
+	release := make(chan struct{})
+	var calls atomic.Int32
+	t2.SetHeartbeatHandler(func(rpc raft.RPC) {
+		if calls.Add(1) == 1 {
+			close(entered)
+			<-release
+		}
+		rpc.Respond(&raft.AppendEntriesResponse{Term: 7, Success: true}, nil)
+	})
+	args := &raft.AppendEntriesRequest{RPCHeader: header(t1), Term: 7}
+	sent := make(chan error, 1)
+	go func() { sent <- t1.AppendEntries("id2", t2.LocalAddr(), args, new(raft.AppendEntriesResponse)) }()
+	select {
+	case <-entered:
+	case <-time.After(time.Minute):
+		t.Fatal("heartbeat handler never called")
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- t2.Close() }()
+	select {
+	case <-closed:
+		t.Fatal("Close returned while a heartbeat handler was running")
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(release)
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("Close did not return after the handler did")
+	}
+	<-sent
+	// After Close, a heartbeat fails and never reaches the handler.
+	if err := t1.AppendEntries("id2", t2.LocalAddr(), args, new(raft.AppendEntriesResponse)); err == nil {
+		t.Fatal("heartbeat to a closed transport succeeded")
+	}
+	if n := calls.Load(); n != 1 {
+		t.Fatalf("handler called %d times, want 1", n)
 	}
 }
 
