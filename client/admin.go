@@ -296,7 +296,8 @@ func (c *Client) DescribeGroupConfigs(ctx context.Context, group string) ([]Conf
 // AlterGroupConfigs sets settings of a share group (share.key.ordering,
 // errors.deadletterqueue.topic.name, share.record.lock.duration.ms,
 // share.delivery.count.limit, share.auto.offset.reset,
-// max.in.flight.per.key, share.isolation.level) and returns
+// max.in.flight.per.key, share.isolation.level,
+// share.partition.max.record.locks) and returns
 // the keys in del to the node's values.
 func (c *Client) AlterGroupConfigs(ctx context.Context, group string, set map[string]string, del ...string) error {
 	return c.admin(ctx, func(ctx context.Context, a quirev1.AdminClient) error {

@@ -72,6 +72,7 @@ var shareConfigDocs = map[string]string{
 	sharegroup.KeyDeliveryCountLimit: "How many times a record is delivered before it is archived as a dead letter.",
 	sharegroup.KeyAutoOffsetReset:    "Where a share-partition with no saved state starts: earliest, latest or by_duration:<ISO-8601 duration>.",
 	sharegroup.KeyIsolationLevel:     "Which records the group reads: read_uncommitted (every record below the high watermark) or read_committed (below the last stable offset, aborted transactions' records left out).",
+	sharegroup.KeyMaxRecordLocks:     "The most records one share-partition of the group keeps in flight (its window from the start offset).",
 	sharegroup.KeyMaxInFlightPerKey:  "With share.key.ordering, the most records of one key one member holds at once (a positive count; the node's value, 0 for no bound, when not set).",
 }
 

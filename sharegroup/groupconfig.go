@@ -38,10 +38,14 @@ const (
 	// the default) or read_committed (below the last stable offset,
 	// the records of aborted transactions left out).
 	KeyIsolationLevel = "share.isolation.level"
+	// KeyMaxRecordLocks bounds the records one share-partition of the
+	// group keeps in flight, its window from the start offset (KIP-1240's
+	// group key; the node's is group.share.partition.max.record.locks).
+	KeyMaxRecordLocks = "share.partition.max.record.locks"
 )
 
 // GroupConfigKeys are the keys a share group may set, sorted.
-var GroupConfigKeys = []string{KeyDeadLetterTopic, KeyMaxInFlightPerKey, KeyAutoOffsetReset, KeyDeliveryCountLimit, KeyIsolationLevel, KeyKeyOrdering, KeyRecordLockDuration}
+var GroupConfigKeys = []string{KeyDeadLetterTopic, KeyMaxInFlightPerKey, KeyAutoOffsetReset, KeyDeliveryCountLimit, KeyIsolationLevel, KeyKeyOrdering, KeyMaxRecordLocks, KeyRecordLockDuration}
 
 // Bounds of the group keys.
 const (
@@ -55,6 +59,12 @@ const (
 	// share-partition's window holds at most
 	// group.share.partition.max.record.locks records anyway).
 	MaxMaxInFlightPerKey = 1 << 20
+	// MinMaxRecordLocks and MaxMaxRecordLocks bound
+	// share.partition.max.record.locks: a share-partition's window is
+	// kept in memory, some tens of bytes a record, and saved with each
+	// change.
+	MinMaxRecordLocks = 100
+	MaxMaxRecordLocks = 100000
 )
 
 // Reset is share.auto.offset.reset: one of its fields is set (the zero
@@ -213,6 +223,12 @@ func setGroupKey(c *GroupConfig, k, v string) error {
 			return fmt.Errorf("%w: %s=%q: want a positive count of records, at most %d", share.ErrInvalidConfig, k, v, MaxMaxInFlightPerKey)
 		}
 		c.Partition.MaxInFlightPerKey = n
+	case KeyMaxRecordLocks:
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || n < MinMaxRecordLocks || n > MaxMaxRecordLocks {
+			return fmt.Errorf("%w: %s=%q: want a count of records from %d to %d", share.ErrInvalidConfig, k, v, MinMaxRecordLocks, MaxMaxRecordLocks)
+		}
+		c.Partition.MaxRecordLocks = n
 	case KeyIsolationLevel:
 		switch strings.ToLower(strings.TrimSpace(v)) {
 		case "read_uncommitted":
@@ -243,6 +259,8 @@ func GroupConfigValue(c GroupConfig, key string) string {
 		return c.Reset.String()
 	case KeyMaxInFlightPerKey:
 		return strconv.Itoa(c.Partition.MaxInFlightPerKey)
+	case KeyMaxRecordLocks:
+		return strconv.Itoa(c.Partition.MaxRecordLocks)
 	case KeyIsolationLevel:
 		if c.ReadCommitted {
 			return "read_committed"

@@ -159,6 +159,16 @@ func TestShareGroupConfigValues(t *testing.T) {
 	if v := GroupConfigValue(c, KeyMaxInFlightPerKey); v != "2" {
 		t.Fatalf("max in flight per key described as %q", v)
 	}
+	if c, err := ApplyGroupConfigs(base, map[string]string{KeyMaxRecordLocks: "500"}); err != nil || c.Partition.MaxRecordLocks != 500 ||
+		GroupConfigValue(c, KeyMaxRecordLocks) != "500" {
+		t.Fatalf("%s=500: %+v, %v", KeyMaxRecordLocks, c.Partition, err)
+	}
+	for _, v := range []string{"99", "100001", "0", "lots"} {
+		if _, err := ApplyGroupConfigs(base, map[string]string{KeyMaxRecordLocks: v}); !errors.Is(err, share.ErrInvalidConfig) ||
+			!strings.Contains(err.Error(), KeyMaxRecordLocks) {
+			t.Errorf("%s=%s: %v, want an invalid config naming the key", KeyMaxRecordLocks, v, err)
+		}
+	}
 	for _, v := range []string{"0", "-1", "two", "1.5", "1048577"} {
 		if _, err := ApplyGroupConfigs(base, map[string]string{KeyMaxInFlightPerKey: v}); !errors.Is(err, share.ErrInvalidConfig) ||
 			!strings.Contains(err.Error(), KeyMaxInFlightPerKey) {
@@ -332,5 +342,40 @@ func TestShareGroupMaxInFlightPerKeyApplies(t *testing.T) {
 	src.set("g", map[string]string{KeyKeyOrdering: "true", KeyMaxInFlightPerKey: "4"})
 	if f, err := n.Acquire(t0, "g", "x", tp, 10, log); err != nil || !slices.Equal(offsets(f.Acquired), []int64{0, 1, 2, 3}) {
 		t.Fatalf("after the change x acquired %v, %v; want 0-3", f.Acquired, err)
+	}
+}
+
+// TestShareGroupMaxRecordLocksApplies: a group's
+// share.partition.max.record.locks bounds the window of its
+// share-partitions (the node's is far larger here), and a change of it
+// applies at once.
+func TestShareGroupMaxRecordLocksApplies(t *testing.T) {
+	src := newConfigSource()
+	cfg := DefaultConfig()
+	cfg.ResetEarliest = true
+	cfg.Configs = src
+	n, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := &memLog{hw: 1000, keys: []string{"a", "b", "c"}}
+	src.set("g", map[string]string{KeyMaxRecordLocks: "100"})
+	join(t, n, "x")
+	f, err := n.Acquire(t0, "g", "x", tp, 500, log)
+	if got := offsets(f.Acquired); err != nil || len(got) != 100 || got[99] != 99 {
+		t.Fatalf("x acquired %d records, %v; want 0-99, the group's window", len(got), err)
+	}
+	if f, err := n.Acquire(t0, "g", "x", tp, 500, log); err != nil || len(f.Acquired) != 0 {
+		t.Fatalf("with the window full x acquired %v more, %v", f.Acquired, err)
+	}
+	// Raised to 250: the share-partition is rebuilt under it (what x held
+	// released), and x now takes 250.
+	src.set("g", map[string]string{KeyMaxRecordLocks: "250"})
+	if v := GroupConfigValue(n.GroupConfig("g"), KeyMaxRecordLocks); v != "250" {
+		t.Fatalf("the group's max record locks is %q, want 250", v)
+	}
+	f, err = n.Acquire(t0, "g", "x", tp, 500, log)
+	if got := offsets(f.Acquired); err != nil || len(got) != 250 || got[249] != 249 {
+		t.Fatalf("after the change x acquired %d records, %v; want 0-249", len(got), err)
 	}
 }
