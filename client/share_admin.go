@@ -49,8 +49,9 @@ type ShareGroupPartition struct {
 		Expires       time.Time `json:"expires"`
 		DeliveryCount int32     `json:"delivery_count"`
 	} `json:"oldest_lock"`
-	// DeadLettered counts the records dead-lettered since the node began
-	// serving the group.
+	// DeadLettered counts the records dead-lettered (rejected, or past
+	// the delivery count limit); saved with the share-partition's state,
+	// it survives restarts and leader changes.
 	DeadLettered int64 `json:"dead_lettered"`
 }
 

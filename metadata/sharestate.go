@@ -54,6 +54,9 @@ type ShareState struct {
 	// GroupGeneration is the group's ShareGroupConfig generation the
 	// writer saw (0: none): the state is refused under another.
 	GroupGeneration uint64
+	// DeadLettered counts the records archived as dead letters since
+	// the state was made (for describe).
+	DeadLettered int64
 }
 
 // ShareDeadLetter is a record archived as a dead letter: its offset,
@@ -132,6 +135,7 @@ func ShareStateToPB(s ShareState) *pb.SharePartitionState {
 		r.DeadLetters = append(r.DeadLetters, &pb.ShareDeadLetter{Offset: d.Offset, DeliveryCount: d.DeliveryCount, Reason: d.Reason, ArchivedMs: d.ArchivedMs})
 	}
 	r.GroupGeneration = s.GroupGeneration
+	r.DeadLettered = s.DeadLettered
 	return r
 }
 
@@ -146,6 +150,7 @@ func ShareStateFromPB(r *pb.SharePartitionState) ShareState {
 		s.DeadLetters = append(s.DeadLetters, ShareDeadLetter{Offset: d.Offset, DeliveryCount: d.DeliveryCount, Reason: d.Reason, ArchivedMs: d.ArchivedMs})
 	}
 	s.GroupGeneration = r.GroupGeneration
+	s.DeadLettered = r.DeadLettered
 	return s
 }
 

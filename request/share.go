@@ -348,7 +348,7 @@ func (c *Core) sharePersist(ctx context.Context, sc *sharegroup.Coordinator, gro
 		}
 		ch := changes[i]
 		if len(ch.dead) > 0 {
-			c.shareStats.onDead(group, parts[i].Topic, parts[i].Partition, len(ch.dead))
+			c.shareStats.onDead(len(ch.dead))
 		}
 		if ch.part != nil {
 			c.writeDeadLetters(ctx, sc, group, parts[i].Topic, parts[i].Partition, ch.part)

@@ -54,8 +54,11 @@ type ShareGroupPartition struct {
 	// OldestLock is the in-flight record whose lock runs out first;
 	// OldestLock.Offset is -1 when none is in flight.
 	OldestLock share.RecordState
-	// DeadLettered counts the records dead-lettered since this node began
-	// serving the group.
+	// DeadLettered counts the records archived as dead letters
+	// (rejected, or past the delivery count limit) since the
+	// share-partition's state was made; saved with the state, it
+	// survives restarts and leader changes (a state deleted or set by
+	// AlterShareGroupOffsets starts again from 0).
 	DeadLettered int64
 }
 
@@ -70,10 +73,9 @@ func (c *Core) ShareGroupDescribe(ctx context.Context, group string) (*ShareGrou
 	out := &ShareGroupDescription{Group: group, KeyOrdering: cfg.Partition.KeyOrdering, DeadLetterTopic: cfg.DeadLetterTopic}
 	held := map[string]int{}
 	_, parts := sc.Describe(group)
-	dead := c.shareStats.deadLettered(group)
 	for _, p := range parts {
 		d := ShareGroupPartition{Topic: p.Topic, Partition: p.Partition, StartOffset: p.Start, EndOffset: p.End,
-			OldestLock: share.RecordState{Offset: -1}, DeadLettered: dead[shareTP{p.Topic, p.Partition}]}
+			OldestLock: share.RecordState{Offset: -1}, DeadLettered: p.DeadLettered}
 		for _, r := range p.Records {
 			switch r.State {
 			case share.Acquired:
@@ -96,7 +98,7 @@ func (c *Core) ShareGroupDescribe(ctx context.Context, group string) (*ShareGrou
 				continue
 			}
 			out.Partitions = append(out.Partitions, ShareGroupPartition{Topic: s.Topic, Partition: s.Partition, StartOffset: s.StartOffset,
-				EndOffset: -1, OldestLock: share.RecordState{Offset: -1}, DeadLettered: dead[shareTP{s.Topic, s.Partition}]})
+				EndOffset: -1, OldestLock: share.RecordState{Offset: -1}, DeadLettered: s.DeadLettered})
 		}
 		slices.SortFunc(out.Partitions, func(a, b ShareGroupPartition) int {
 			if a.Topic != b.Topic {

@@ -39,6 +39,9 @@ type ShareStartOffset struct {
 	// Finished counts the records at or past StartOffset already
 	// finished (accepted or archived, out of order).
 	Finished int64
+	// DeadLettered counts the records archived as dead letters, as
+	// saved with the state (read only).
+	DeadLettered int64
 }
 
 // ShareOffsetTopic names partitions of a topic; no partitions: all of

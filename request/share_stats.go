@@ -11,15 +11,15 @@ type shareTP struct {
 	partition int32
 }
 
-// shareStats counts what the share operations did: the records acquired
-// and redelivered, acknowledged by type, and dead-lettered (per group and
-// partition too, for ShareGroupDescribe). Its zero value is ready.
+// shareStats counts what this node's share operations did: the records
+// acquired and redelivered, acknowledged by type, and dead-lettered (for
+// the metrics; describe reads the counts saved with each
+// share-partition's state). Its zero value is ready.
 type shareStats struct {
 	mu                    sync.Mutex
 	acquired, redelivered int64
 	acks                  [5]int64 // by share.AckType, 1 to 4
 	dead                  int64
-	deadBy                map[string]map[shareTP]int64
 }
 
 func (s *shareStats) onAcquired(got []share.AcquiredRange) {
@@ -44,32 +44,10 @@ func (s *shareStats) onAcked(acks []share.Ack) {
 	}
 }
 
-func (s *shareStats) onDead(group, topic string, partition int32, n int) {
-	if n == 0 {
-		return
-	}
+func (s *shareStats) onDead(n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.dead += int64(n)
-	if s.deadBy == nil {
-		s.deadBy = map[string]map[shareTP]int64{}
-	}
-	m := s.deadBy[group]
-	if m == nil {
-		m = map[shareTP]int64{}
-		s.deadBy[group] = m
-	}
-	m[shareTP{topic, partition}] += int64(n)
-}
-
-func (s *shareStats) deadLettered(group string) map[shareTP]int64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := map[shareTP]int64{}
-	for tp, n := range s.deadBy[group] {
-		out[tp] = n
-	}
-	return out
 }
 
 func (s *shareStats) snapshot() ShareStats {

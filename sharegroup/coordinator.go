@@ -201,6 +201,9 @@ type partition struct {
 	era uint64
 	// pending are the dead letters not yet known written (deadletters.go).
 	pending []pendingDead
+	// deadLettered counts the records archived as dead letters since
+	// the state was made (saved with it, for describe).
+	deadLettered int64
 }
 
 // New returns a coordinator with no groups.
@@ -526,6 +529,9 @@ type PartitionState struct {
 	TopicPartition
 	Start, End int64
 	Records    []share.RecordState
+	// DeadLettered counts the records archived as dead letters since
+	// the state was made.
+	DeadLettered int64
 }
 
 // Describe returns the group's members and share-partitions.
@@ -544,7 +550,7 @@ func (c *Coordinator) Describe(groupName string) (members []string, parts []Part
 	for tp, p := range g.parts {
 		p.mu.Lock()
 		if p.p != nil {
-			parts = append(parts, PartitionState{TopicPartition: tp, Start: p.p.Start(), End: p.p.End(), Records: p.p.Records()})
+			parts = append(parts, PartitionState{TopicPartition: tp, Start: p.p.Start(), End: p.p.End(), Records: p.p.Records(), DeadLettered: p.deadLettered})
 		}
 		p.mu.Unlock()
 	}

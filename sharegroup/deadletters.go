@@ -42,8 +42,10 @@ type PendingDeadLetter struct {
 	Check    bool
 }
 
-// addPending marks dead letters to write, at p's current version.
+// addPending counts dead letters and marks them to write, at p's current
+// version.
 func (p *partition) addPending(now time.Time, dlq string, dead []share.DeadLetter) {
+	p.deadLettered += int64(len(dead))
 	if dlq == "" {
 		return
 	}

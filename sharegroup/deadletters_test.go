@@ -113,3 +113,61 @@ func TestShareDeadLetterClaimedAcrossRestore(t *testing.T) {
 		t.Fatalf("saved dead letters after the write: %v", st.DeadLetters)
 	}
 }
+
+// describedDead is the dead-letter count Describe gives for tp.
+func describedDead(t *testing.T, n *Coordinator) int64 {
+	t.Helper()
+	_, parts := n.Describe("g")
+	for _, p := range parts {
+		if p.TopicPartition == tp {
+			return p.DeadLettered
+		}
+	}
+	t.Fatalf("describe holds no state for %v", tp)
+	return 0
+}
+
+// TestShareDeadLetteredCountSaved: the records archived as dead letters
+// are counted with the share-partition's state, whether or not the group
+// has a dead-letter topic, so that the count describe gives survives a
+// leader change (and a restart) rather than starting over on each node.
+func TestShareDeadLetteredCountSaved(t *testing.T) {
+	m := newMetaStore()
+	m.lead(tp, 1, 0)
+	log := &memLog{hw: 10, keys: []string{"a"}}
+	n1 := newNode(t, m, 1)
+	join(t, n1, "x")
+	if _, err := n1.Acquire(t0, "g", "x", tp, 4, log); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n1.Acknowledge(t0, "g", "x", tp, []share.Ack{{First: 0, Last: 1, Type: share.Reject}, {First: 2, Last: 3, Type: share.Accept}}); err != nil {
+		t.Fatal(err)
+	}
+	if n := describedDead(t, n1); n != 2 {
+		t.Fatalf("node 1 describes %d dead letters, want 2", n)
+	}
+	persist(t, n1, tp)
+	if st := m.saved[skey("g", tp)]; st.DeadLettered != 2 {
+		t.Fatalf("saved state counts %d dead letters, want 2", st.DeadLettered)
+	}
+
+	m.lead(tp, 2, 1)
+	n2 := newNode(t, m, 2)
+	join(t, n2, "y")
+	if _, err := n2.Acquire(t0, "g", "y", tp, 1, log); err != nil {
+		t.Fatal(err)
+	}
+	if n := describedDead(t, n2); n != 2 {
+		t.Fatalf("the next leader describes %d dead letters, want the 2 saved", n)
+	}
+	if _, err := n2.Acknowledge(t0, "g", "y", tp, []share.Ack{{First: 4, Last: 4, Type: share.Reject}}); err != nil {
+		t.Fatal(err)
+	}
+	persist(t, n2, tp)
+	if n := describedDead(t, n2); n != 3 {
+		t.Fatalf("after one more reject node 2 describes %d, want 3", n)
+	}
+	if st := m.saved[skey("g", tp)]; st.DeadLettered != 3 {
+		t.Fatalf("saved state counts %d dead letters, want 3", st.DeadLettered)
+	}
+}

@@ -56,6 +56,9 @@ type SavedState struct {
 	// Generation is the group's settings generation the state was
 	// decided under (ConfigSource; 0 without one).
 	Generation uint64
+	// DeadLettered counts the records archived as dead letters since
+	// the state was made.
+	DeadLettered int64
 }
 
 // Store keeps share-partitions' state where the next leader of their
@@ -110,8 +113,9 @@ func (c *Coordinator) restore(p *partition, cfg share.Config) error {
 			busy[d.Offset] = true
 		}
 	}
-	p.p, p.lease, p.pending, p.stored = nil, lease, nil, ok
+	p.p, p.lease, p.pending, p.stored, p.deadLettered = nil, lease, nil, ok, 0
 	if ok {
+		p.deadLettered = saved.DeadLettered
 		if p.p, err = share.Restore(cfg, saved.Snapshot); err != nil {
 			return fmt.Errorf("sharegroup: restoring %s's state on %s-%d: %w", p.group, p.tp.Topic, p.tp.Partition, err)
 		}
@@ -210,7 +214,7 @@ func (c *Coordinator) PersistSince(ctx context.Context, group string, tps []Topi
 			p.stored = true
 			items = append(items, saveItem{p: p, version: p.version, era: p.era,
 				state: SavedState{Group: group, TopicPartition: tp, Lease: p.lease, Snapshot: p.p.Snapshot(),
-					DeadLetters: p.pendingSnapshot(), Generation: p.gen}})
+					DeadLetters: p.pendingSnapshot(), Generation: p.gen, DeadLettered: p.deadLettered}})
 			at = append(at, i)
 		}
 		p.mu.Unlock()

@@ -990,8 +990,13 @@ type SharePartitionState struct {
 	// The group's ShareGroupConfig generation the writer saw (0: none);
 	// a state under another generation is refused (metadata.version 16).
 	GroupGeneration uint64 `protobuf:"varint,9,opt,name=group_generation,json=groupGeneration,proto3" json:"group_generation,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// How many records of the share-partition were archived as dead
+	// letters (rejected, or past the delivery count limit) since its state
+	// was made; for describe (metadata.version 16; an older node ignores
+	// it).
+	DeadLettered  int64 `protobuf:"varint,10,opt,name=dead_lettered,json=deadLettered,proto3" json:"dead_lettered,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SharePartitionState) Reset() {
@@ -1083,6 +1088,13 @@ func (x *SharePartitionState) GetDeadLetters() []*ShareDeadLetter {
 func (x *SharePartitionState) GetGroupGeneration() uint64 {
 	if x != nil {
 		return x.GroupGeneration
+	}
+	return 0
+}
+
+func (x *SharePartitionState) GetDeadLettered() int64 {
+	if x != nil {
+		return x.DeadLettered
 	}
 	return 0
 }
@@ -4897,7 +4909,7 @@ const file_quire_internal_v1_metadata_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"m\n" +
 	"\x0ePutShareStates\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12>\n" +
-	"\x06states\x18\x02 \x03(\v2&.quire.internal.v1.SharePartitionStateR\x06states\"\xe9\x02\n" +
+	"\x06states\x18\x02 \x03(\v2&.quire.internal.v1.SharePartitionStateR\x06states\"\x8e\x03\n" +
 	"\x13SharePartitionState\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x14\n" +
 	"\x05topic\x18\x02 \x01(\tR\x05topic\x12\x19\n" +
@@ -4907,7 +4919,9 @@ const file_quire_internal_v1_metadata_proto_rawDesc = "" +
 	"\fstart_offset\x18\x06 \x01(\x03R\vstartOffset\x125\n" +
 	"\x04runs\x18\a \x03(\v2!.quire.internal.v1.ShareRecordRunR\x04runs\x12E\n" +
 	"\fdead_letters\x18\b \x03(\v2\".quire.internal.v1.ShareDeadLetterR\vdeadLetters\x12)\n" +
-	"\x10group_generation\x18\t \x01(\x04R\x0fgroupGeneration\"\x89\x01\n" +
+	"\x10group_generation\x18\t \x01(\x04R\x0fgroupGeneration\x12#\n" +
+	"\rdead_lettered\x18\n" +
+	" \x01(\x03R\fdeadLettered\"\x89\x01\n" +
 	"\x0fShareDeadLetter\x12\x16\n" +
 	"\x06offset\x18\x01 \x01(\x03R\x06offset\x12%\n" +
 	"\x0edelivery_count\x18\x02 \x01(\x05R\rdeliveryCount\x12\x16\n" +

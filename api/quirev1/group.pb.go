@@ -4370,7 +4370,8 @@ type ShareGroupPartition struct {
 	// How many times that record has been delivered.
 	OldestLockDeliveryCount int32 `protobuf:"varint,10,opt,name=oldest_lock_delivery_count,json=oldestLockDeliveryCount,proto3" json:"oldest_lock_delivery_count,omitempty"`
 	// Records of this partition dead-lettered (rejected, or past the
-	// delivery count limit) since the node started serving the group.
+	// delivery count limit), counted in its saved state: restarts and
+	// leader changes keep the count.
 	DeadLettered  int64 `protobuf:"varint,11,opt,name=dead_lettered,json=deadLettered,proto3" json:"dead_lettered,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

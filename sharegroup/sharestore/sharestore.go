@@ -92,7 +92,7 @@ func (s *States) Load(group string, tp sharegroup.TopicPartition, lease sharegro
 	if !ok || st.TopicID != lease.Incarnation {
 		return sharegroup.SavedState{}, false, nil
 	}
-	out := sharegroup.SavedState{Group: group, TopicPartition: tp, Lease: lease, Generation: st.GroupGeneration,
+	out := sharegroup.SavedState{Group: group, TopicPartition: tp, Lease: lease, Generation: st.GroupGeneration, DeadLettered: st.DeadLettered,
 		Snapshot: share.Snapshot{Start: st.Start, Runs: make([]share.Run, len(st.Runs))}}
 	for i, r := range st.Runs {
 		out.Runs[i] = share.Run{Length: int(r.Length), State: share.State(r.State), DeliveryCount: int(r.DeliveryCount)}
@@ -165,6 +165,7 @@ func (s *States) Save(ctx context.Context, states []sharegroup.SavedState) ([]er
 			continue
 		}
 		out[i].GroupGeneration = st.Generation
+		out[i].DeadLettered = st.DeadLettered
 		for _, d := range st.DeadLetters {
 			out[i].DeadLetters = append(out[i].DeadLetters, metadata.ShareDeadLetter{Offset: d.Offset, DeliveryCount: int32(d.DeliveryCount),
 				Reason: int32(d.Reason), ArchivedMs: d.Archived.UnixMilli()})
@@ -272,7 +273,8 @@ func (s *Groups) ShareStarts(group string) []request.ShareStartOffset {
 	states := s.images.Image().ShareStatesOf(group)
 	out := make([]request.ShareStartOffset, len(states))
 	for i, st := range states {
-		out[i] = request.ShareStartOffset{Topic: st.Topic, Partition: st.Partition, StartOffset: st.Start, LeaderEpoch: st.LeaderEpoch}
+		out[i] = request.ShareStartOffset{Topic: st.Topic, Partition: st.Partition, StartOffset: st.Start, LeaderEpoch: st.LeaderEpoch,
+			DeadLettered: st.DeadLettered}
 		for _, r := range st.Runs {
 			if share.State(r.State) == share.Acknowledged || share.State(r.State) == share.Archived {
 				out[i].Finished += int64(r.Length)

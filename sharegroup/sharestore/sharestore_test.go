@@ -169,7 +169,7 @@ func TestShareStoreSaveLoad(t *testing.T) {
 		t.Fatalf("Lease(u-0) = %v; want unknown topic", err)
 	}
 
-	st := sharegroup.SavedState{Group: "g", TopicPartition: tp, Lease: lease, Generation: 0,
+	st := sharegroup.SavedState{Group: "g", TopicPartition: tp, Lease: lease, Generation: 0, DeadLettered: 4,
 		Snapshot:    share.Snapshot{Start: 10, Runs: []share.Run{{Length: 2, State: share.State(2)}, {Length: 1, State: share.State(1), DeliveryCount: 3}}},
 		DeadLetters: []sharegroup.PendingDeadLetter{{DeadLetter: share.DeadLetter{Offset: 9, DeliveryCount: 5, Reason: share.Reason(1)}, Archived: time.UnixMilli(1234)}}}
 	errs, err := s.Save(testContext(t), []sharegroup.SavedState{st})
@@ -179,6 +179,9 @@ func TestShareStoreSaveLoad(t *testing.T) {
 	got, ok, err := s.Load("g", tp, lease)
 	if err != nil || !ok || !reflect.DeepEqual(got, st) {
 		t.Fatalf("Load = %+v, %v, %v; want %+v", got, ok, err, st)
+	}
+	if starts := sharestore.NewGroups(m, m).ShareStarts("g"); len(starts) != 1 || starts[0].DeadLettered != 4 || starts[0].StartOffset != 10 {
+		t.Fatalf("ShareStarts = %+v; want t-0 from 10 with 4 dead-lettered", starts)
 	}
 	if _, ok, _ := s.Load("g", tp, sharegroup.Lease{Incarnation: "id-old"}); ok {
 		t.Fatal("a state loaded for another topic incarnation")
