@@ -413,6 +413,11 @@ func (m *metaCache) refresh(ctx context.Context, topics []string, autoCreate boo
 	return nil
 }
 
+// unknownTopicGrace is how long brokers must keep answering that a topic
+// does not exist before a client takes it as so: a broker's metadata
+// applies the controller's changes a moment after it commits them.
+const unknownTopicGrace = time.Second
+
 // loadTopic returns the metadata of a topic, fetching it when it is not
 // cached, and retrying retriable topic errors (a topic being created has no
 // leaders yet) until ctx ends.
@@ -422,6 +427,7 @@ func (m *metaCache) loadTopic(ctx context.Context, name string, autoCreate bool)
 	}
 	m.want(name)
 	backoff := m.c.cfg.retryBackoff
+	var unknownSince time.Time
 	for {
 		err := m.refresh(ctx, []string{name}, autoCreate)
 		if err == nil {
@@ -437,11 +443,19 @@ func (m *metaCache) loadTopic(ctx context.Context, name string, autoCreate bool)
 				return tm, nil
 			}
 		}
-		// The broker's answer that a topic does not exist is definitive,
-		// asked to create it or not: a broker that may create topics has
-		// done so (or answered another error) before it answers.
-		unknown := ErrorCode(err) == quirev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION
-		if !retriable(err) || unknown {
+		// A broker that may create topics has done so (or answered
+		// another error) before it answers that one does not exist. The
+		// answer is taken as final once brokers have given it for
+		// unknownTopicGrace: a topic another client just created may not
+		// be in every broker's metadata yet.
+		if ErrorCode(err) == quirev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION {
+			if unknownSince.IsZero() {
+				unknownSince = time.Now()
+			}
+			if time.Since(unknownSince) >= unknownTopicGrace {
+				return nil, err
+			}
+		} else if !retriable(err) {
 			return nil, err
 		}
 		t := time.NewTimer(backoff)

@@ -9,9 +9,11 @@
 // sends each partition's requests to its leader, refreshes its metadata when
 // a broker answers NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION or
 // LEADER_NOT_AVAILABLE, and retries retriable errors with backoff. The
-// metadata's answer that a topic does not exist is final: producing to it
-// fails at once (a broker allowed to create it would have; see
-// AllowAutoTopicCreation and EnsureTopic). A producer's batches follow
+// metadata's answer that a topic does not exist is final once brokers
+// have given it for a second (a topic just created may not be in every
+// broker's metadata yet): producing to it fails then (a broker allowed to
+// create it would have; see AllowAutoTopicCreation and EnsureTopic). A
+// producer's batches follow
 // each topic's max.message.bytes unless BatchMaxBytes is set.
 //
 //	cl, err := client.New(ctx,

@@ -132,7 +132,8 @@ func MetadataMaxAge(d time.Duration) Opt { return func(c *config) { c.metadataMa
 
 // AllowAutoTopicCreation lets metadata requests create the topics they
 // name when the broker allows it (auto.create.topics.enable); where it
-// does not, the topic's UNKNOWN_TOPIC_OR_PARTITION comes back at once.
+// does not, the topic's UNKNOWN_TOPIC_OR_PARTITION comes back (after a
+// second of asking again, as for any topic the metadata does not hold).
 func AllowAutoTopicCreation() Opt { return func(c *config) { c.autoCreate = true } }
 
 // DeliveryTimeout bounds how long a produced record may wait, counting

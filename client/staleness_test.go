@@ -39,8 +39,11 @@ type scriptedBroker struct {
 	hangUp   func(n int) bool
 	produces atomic.Int32
 	// extra is a second topic the broker serves, led like "st", in the
-	// answers that name it (empty: none).
-	extra string
+	// answers that name it (empty: none), from the (extraHidden+1)th of
+	// them on (a topic created after the first asks).
+	extra       string
+	extraHidden int
+	extraAsks   int
 }
 
 func startScripted(t *testing.T) *scriptedBroker {
@@ -69,7 +72,9 @@ func (sb *scriptedBroker) GetMetadata(_ context.Context, req *quirev1.GetMetadat
 	defer sb.mu.Unlock()
 	topics := []string{"st"}
 	if sb.extra != "" && slices.Contains(req.GetTopics(), sb.extra) {
-		topics = append(topics, sb.extra)
+		if sb.extraAsks++; sb.extraAsks > sb.extraHidden {
+			topics = append(topics, sb.extra)
+		}
 	}
 	resp := &quirev1.GetMetadataResponse{ClusterId: "scripted", ControllerId: 1, Brokers: sb.peers,
 		MetadataIndex: sb.index, Stale: sb.stale}
@@ -234,5 +239,37 @@ func TestProducerBatchesFailByTheirOwnDeadline(t *testing.T) {
 	}
 	if got := batches3.Load(); got != 1 {
 		t.Errorf("third request held %d batches, want young's alone", got)
+	}
+}
+
+// TestClientUnknownTopicAskedAgain: a broker's metadata holds a topic a
+// moment after the controller created it. A producer whose first
+// metadata answers lack the topic asks again rather than failing the
+// record; one that never appears fails with UNKNOWN_TOPIC_OR_PARTITION
+// once the brokers have kept saying so.
+func TestClientUnknownTopicAskedAgain(t *testing.T) {
+	t.Parallel()
+	a, _ := scriptedPair(t)
+	a.set(5, false, 1)
+	a.extra, a.extraHidden = "late", 2
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cl, err := client.New(ctx, client.SeedBrokers(a.addr), client.RetryBackoff(10*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if err := cl.ProduceSync(ctx, &client.Record{Topic: "late", Value: []byte("v")}); err != nil {
+		t.Fatalf("produce to a topic the metadata holds from its third answer on: %v", err)
+	}
+	a.mu.Lock()
+	asks := a.extraAsks
+	a.mu.Unlock()
+	if asks < 3 {
+		t.Fatalf("metadata naming the topic asked %d times, want at least 3", asks)
+	}
+	err = cl.ProduceSync(ctx, &client.Record{Topic: "never", Value: []byte("v")})
+	if client.ErrorCode(err) != quirev1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION {
+		t.Fatalf("produce to a topic that never appears: %v, want UNKNOWN_TOPIC_OR_PARTITION", err)
 	}
 }
