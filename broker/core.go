@@ -81,6 +81,9 @@ func (b *Broker) newCore() (*request.Core, error) {
 		cfg.ShareCluster = sharepeer.New(sharepeer.Config{NodeID: b.cfg.NodeID, Node: sharePeerNode{b}, Logger: b.logger})
 		cfg.ShareStore = sharestore.NewGroups(shareImages{b.cluster}, b.cluster.fwd)
 		cfg.DeadLetterTopicPrefix = b.cfg.DeadLetterTopicPrefix
+		if b.cfg.DeadLetterAutoCreate {
+			cfg.DeadLetterCreator = coreCluster{b}
+		}
 	}
 
 	return request.New(cfg)
@@ -125,7 +128,14 @@ func (c coreCluster) AllocateProducerIDs(ctx context.Context) (metadata.Producer
 }
 func (c coreCluster) NextProducerID() int64 { return c.b.cluster.image().NextProducerID() }
 func (c coreCluster) AutoCreateTopic(ctx context.Context, topic string) (metadata.TopicInfo, error) {
-	return c.b.autoCreateTopic(ctx, topic)
+	return c.b.autoCreateTopic(ctx, topic, nil)
+}
+func (c coreCluster) CreateDeadLetterTopic(ctx context.Context, topic string, configs map[string]string) (metadata.TopicInfo, error) {
+	t, err := c.b.autoCreateTopic(ctx, topic, configs)
+	if err != nil {
+		c.b.logger.Warn("could not create a share group's dead-letter topic; its dead letters wait for it", "topic", topic, "error", err)
+	}
+	return t, err
 }
 
 // coreAuthorizer evaluates against the node's current ACLs.
@@ -221,9 +231,10 @@ func (f coreForwarder) DeleteRecords(ctx context.Context, leader int32, timeout 
 	return out, nil
 }
 
-// autoCreateTopic creates topic with the broker's defaults (or finds it
-// created by someone else) and waits until this broker's view has it.
-func (b *Broker) autoCreateTopic(ctx context.Context, topic string) (metadata.TopicInfo, error) {
+// autoCreateTopic creates topic with the broker's defaults and the topic
+// configs given (or finds it created by someone else) and waits until
+// this broker's view has it.
+func (b *Broker) autoCreateTopic(ctx context.Context, topic string, configs map[string]string) (metadata.TopicInfo, error) {
 	if err := request.ValidateTopicName(topic); err != nil {
 		return metadata.TopicInfo{}, err
 	}
@@ -231,6 +242,7 @@ func (b *Broker) autoCreateTopic(ctx context.Context, topic string) (metadata.To
 		Name:              topic,
 		Partitions:        b.cfg.NumPartitions,
 		ReplicationFactor: b.cfg.DefaultReplicationFactor,
+		Configs:           configs,
 	})
 	if err != nil && !errors.Is(err, metadata.ErrTopicExists) {
 		return metadata.TopicInfo{}, fmt.Errorf("auto-create topic %q: %w", topic, err)

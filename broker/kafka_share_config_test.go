@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -406,5 +407,107 @@ func TestBrokerKafkaShareGroupOffsets(t *testing.T) {
 	}
 	if _, err := groups.DescribeShareGroupOffsets(ctx, &quirev1.DescribeShareGroupOffsetsRequest{Group: "nogroup"}); status.Code(err) != codes.NotFound {
 		t.Fatalf("gRPC describe of an unknown group: %v, want NOT_FOUND", err)
+	}
+}
+
+// TestBrokerKafkaDeadLettersAutoCreated: with
+// errors.deadletterqueue.auto.create.topics.enable, a share group's
+// dead-letter topic that does not exist is created at its first dead
+// letter, open to groups' dead letters, and the rejected records land in
+// it as Kafka writes them (KIP-1191): the __dlq.errors.* headers naming
+// each record, in partition (source partition mod partitions), and
+// without the record's key and value unless the group sets
+// errors.deadletterqueue.copy.record.enable.
+func TestBrokerKafkaDeadLettersAutoCreated(t *testing.T) {
+	t.Parallel()
+	b := brokertest.Start(t, func(c *broker.Config) {
+		c.ListenAddr = "PLAINTEXT://127.0.0.1:0,KAFKA://127.0.0.1:0"
+		c.KafkaListenerNames = "kafka"
+		c.DeadLetterAutoCreate = true
+		c.NumPartitions = 2
+	})
+	addr, ok := b.ListenerAddr("KAFKA")
+	if !ok {
+		t.Fatal("no KAFKA listener")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cl := kafkaClient(t, addr)
+	adm := kadm.NewClient(cl)
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "aso"); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, "the group's settings", func() error {
+		if code, msg := alterGroup(t, ctx, cl, "asg", setOp("share.auto.offset.reset", "earliest"), setOp("errors.deadletterqueue.topic.name", "dlq.asg")); code != 0 {
+			return fmt.Errorf("%v: %s", kerr.ErrorForCode(code), msg)
+		}
+		return nil
+	})
+	prod := kafkaClient(t, addr, kgo.DefaultProduceTopic("aso"))
+	for i := range 3 {
+		if err := prod.ProduceSync(ctx, &kgo.Record{Key: fmt.Appendf(nil, "k%d", i), Value: fmt.Appendf(nil, "v%d", i)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ShareGroup("asg"), kgo.ConsumeTopics("aso"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	for rejected := 0; rejected < 3; {
+		fs := m.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("rejected %d: %v", rejected, err)
+		}
+		m.MarkAcks(kgo.AckReject, fs.Records()...)
+		if err := m.FlushAcks(ctx); err != nil {
+			t.Fatal(err)
+		}
+		rejected += len(fs.Records())
+	}
+
+	var got []*kgo.Record
+	poll.Until(t, "the three dead letters in the created topic", func() error {
+		td, err := adm.ListTopics(ctx, "dlq.asg")
+		if err != nil || td["dlq.asg"].Err != nil {
+			return fmt.Errorf("dlq.asg: %v %v", err, td["dlq.asg"].Err)
+		}
+		if n := len(td["dlq.asg"].Partitions); n != 2 {
+			return fmt.Errorf("dlq.asg has %d partitions, want num.partitions 2", n)
+		}
+		rc, err := adm.DescribeTopicConfigs(ctx, "dlq.asg")
+		if err != nil {
+			return err
+		}
+		if v, err := rc.On("dlq.asg", nil); err != nil || !slices.ContainsFunc(v.Configs, func(c kadm.Config) bool {
+			return c.Key == "errors.deadletterqueue.group.enable" && c.MaybeValue() == "true"
+		}) {
+			return fmt.Errorf("dlq.asg is not open to groups' dead letters: %+v %v", v.Configs, err)
+		}
+		r, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics("dlq.asg"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+		if err != nil {
+			return err
+		}
+		defer r.Close()
+		rctx, rcancel := context.WithTimeout(ctx, 2*time.Second)
+		defer rcancel()
+		got = got[:0]
+		for len(got) < 3 && rctx.Err() == nil {
+			got = append(got, r.PollFetches(rctx).Records()...)
+		}
+		if len(got) != 3 {
+			return fmt.Errorf("%d dead letters, want 3", len(got))
+		}
+		return nil
+	})
+	for _, r := range got {
+		h := map[string]string{}
+		for _, x := range r.Headers {
+			h[x.Key] = string(x.Value)
+		}
+		if r.Partition != 0 || r.Key != nil || len(r.Value) != 0 || h["__dlq.errors.topic"] != "aso" || h["__dlq.errors.partition"] != "0" ||
+			h["__dlq.errors.group"] != "asg" || h["__dlq.errors.delivery.count"] != "1" || h["__dlq.errors.message"] != "Offset rejected by client." {
+			t.Errorf("dead letter in partition %d: key %q, value %q, headers %v", r.Partition, r.Key, r.Value, h)
+		}
 	}
 }

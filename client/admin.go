@@ -297,7 +297,8 @@ func (c *Client) DescribeGroupConfigs(ctx context.Context, group string) ([]Conf
 // errors.deadletterqueue.topic.name, share.record.lock.duration.ms,
 // share.delivery.count.limit, share.auto.offset.reset,
 // max.in.flight.per.key, share.isolation.level,
-// share.partition.max.record.locks) and returns
+// share.partition.max.record.locks,
+// errors.deadletterqueue.copy.record.enable) and returns
 // the keys in del to the node's values.
 func (c *Client) AlterGroupConfigs(ctx context.Context, group string, set map[string]string, del ...string) error {
 	return c.admin(ctx, func(ctx context.Context, a quirev1.AdminClient) error {

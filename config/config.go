@@ -151,6 +151,7 @@ type Config struct {
 	ShareMaxInFlightPerKey            int32  // max.in.flight.per.key
 	ShareAutoOffsetReset              string // share.auto.offset.reset
 	DeadLetterTopicPrefix             string // errors.deadletterqueue.topic.name.prefix
+	DeadLetterAutoCreate              bool   // errors.deadletterqueue.auto.create.topics.enable
 
 	// Logging.
 	LogLevel string // log.level

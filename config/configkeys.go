@@ -327,6 +327,8 @@ var configKeys = appendSecurityKeys([]configKey{
 		func(c *Config) *string { return &c.ShareAutoOffsetReset }, checkShareReset),
 	stringKey("shares", "errors.deadletterqueue.topic.name.prefix", "dlq.", "What a share group's dead-letter topic (errors.deadletterqueue.topic.name, a group setting) must start with, KIP-1191's guard: the node writes dead letters itself, so a group cannot name any topic. The topic must also have errors.deadletterqueue.group.enable=true. Empty allows any name.",
 		func(c *Config) *string { return &c.DeadLetterTopicPrefix }, nil),
+	boolKey("shares", "errors.deadletterqueue.auto.create.topics.enable", "false", "Create a share group's dead-letter topic when it does not exist at its first dead letter (KIP-1191's): num.partitions partitions, default.replication.factor replicas and errors.deadletterqueue.group.enable=true. The name must still start with errors.deadletterqueue.topic.name.prefix.",
+		func(c *Config) *bool { return &c.DeadLetterAutoCreate }),
 	int64Key("cluster", "metadata.write.timeout.ms", "10000", "How long an admin write waits for the controller (elections included) before failing UNAVAILABLE.",
 		func(c *Config) *int64 { return &c.MetadataWriteTimeoutMs }, 1),
 	stringKey("logging", "log.level", "info", "Log level: trace, debug, info, warn or error.",

@@ -41,6 +41,14 @@ type TopicCreator interface {
 	AutoCreateTopic(ctx context.Context, topic string) (metadata.TopicInfo, error)
 }
 
+// DeadLetterCreator creates a dead-letter topic with the broker's
+// defaults and the topic configs given (or finds it created by someone
+// else) and returns it once this broker's view has it. It logs a
+// failure.
+type DeadLetterCreator interface {
+	CreateDeadLetterTopic(ctx context.Context, topic string, configs map[string]string) (metadata.TopicInfo, error)
+}
+
 // Forwarder carries the partitions of a request led by another broker to
 // that broker, one call per leader with all of its partitions. An error
 // wrapping ErrLeaderUnreachable means nothing was sent; any other error
@@ -122,6 +130,10 @@ type Config struct {
 	// name must start with (errors.deadletterqueue.topic.name.prefix,
 	// KIP-1191's; "": any name).
 	DeadLetterTopicPrefix string
+	// DeadLetterCreator creates a share group's dead-letter topic that
+	// does not exist (errors.deadletterqueue.auto.create.topics.enable);
+	// nil: one that does not exist keeps the dead letters pending.
+	DeadLetterCreator DeadLetterCreator
 	// OffsetLister asks a partition's leader elsewhere for an offset (an
 	// offset reset's targets); nil: only partitions led here are reset.
 	OffsetLister OffsetLister

@@ -124,15 +124,28 @@ type ShareAckResult struct {
 	Err       error
 }
 
-// DeadLetterHeaders name what a dead letter's headers carry.
+// DeadLetterHeaders name what a dead letter's headers carry: Kafka's
+// (KIP-1191), so that tools written for Kafka's dead letters read them.
 const (
-	DeadLetterHeaderTopic     = "share.source.topic"
-	DeadLetterHeaderPartition = "share.source.partition"
-	DeadLetterHeaderOffset    = "share.source.offset"
-	DeadLetterHeaderGroup     = "share.group"
-	DeadLetterHeaderCount     = "share.delivery.count"
-	DeadLetterHeaderReason    = "share.reason"
+	DeadLetterHeaderTopic     = "__dlq.errors.topic"
+	DeadLetterHeaderPartition = "__dlq.errors.partition"
+	DeadLetterHeaderOffset    = "__dlq.errors.offset"
+	DeadLetterHeaderGroup     = "__dlq.errors.group"
+	DeadLetterHeaderCount     = "__dlq.errors.delivery.count"
+	DeadLetterHeaderReason    = "__dlq.errors.message"
 )
+
+// DeadLetterMessage is a dead letter's DeadLetterHeaderReason, Kafka's
+// words for why the record was given up.
+func DeadLetterMessage(r share.Reason) string {
+	switch r {
+	case share.ReasonRejected:
+		return "Offset rejected by client."
+	case share.ReasonDeliveryLimit:
+		return "Offset delivery count exceeded the threshold."
+	}
+	return r.String()
+}
 
 // shares is the share coordinator, with group checked: a share group's
 // id obeys a consumer group's rules, since its state is saved in the

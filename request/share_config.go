@@ -66,14 +66,15 @@ func (c *Core) shareStore() (ShareGroupStore, error) {
 }
 
 var shareConfigDocs = map[string]string{
-	sharegroup.KeyKeyOrdering:        "Per-key ordering: the records of one key are never in flight to two members at once and are delivered in offset order.",
-	sharegroup.KeyDeadLetterTopic:    "The topic the group's dead letters (rejected records, records past the delivery limit) are written to; empty: none.",
-	sharegroup.KeyRecordLockDuration: "How long an acquired record stays locked to its member, in ms.",
-	sharegroup.KeyDeliveryCountLimit: "How many times a record is delivered before it is archived as a dead letter.",
-	sharegroup.KeyAutoOffsetReset:    "Where a share-partition with no saved state starts: earliest, latest or by_duration:<ISO-8601 duration>.",
-	sharegroup.KeyIsolationLevel:     "Which records the group reads: read_uncommitted (every record below the high watermark) or read_committed (below the last stable offset, aborted transactions' records left out).",
-	sharegroup.KeyMaxRecordLocks:     "The most records one share-partition of the group keeps in flight (its window from the start offset).",
-	sharegroup.KeyMaxInFlightPerKey:  "With share.key.ordering, the most records of one key one member holds at once (a positive count; the node's value, 0 for no bound, when not set).",
+	sharegroup.KeyKeyOrdering:          "Per-key ordering: the records of one key are never in flight to two members at once and are delivered in offset order.",
+	sharegroup.KeyDeadLetterCopyRecord: "Whether a dead letter carries the record's key and value; false: only the headers naming the record (source topic, partition, offset, group, delivery count, reason).",
+	sharegroup.KeyDeadLetterTopic:      "The topic the group's dead letters (rejected records, records past the delivery limit) are written to; empty: none.",
+	sharegroup.KeyRecordLockDuration:   "How long an acquired record stays locked to its member, in ms.",
+	sharegroup.KeyDeliveryCountLimit:   "How many times a record is delivered before it is archived as a dead letter.",
+	sharegroup.KeyAutoOffsetReset:      "Where a share-partition with no saved state starts: earliest, latest or by_duration:<ISO-8601 duration>.",
+	sharegroup.KeyIsolationLevel:       "Which records the group reads: read_uncommitted (every record below the high watermark) or read_committed (below the last stable offset, aborted transactions' records left out).",
+	sharegroup.KeyMaxRecordLocks:       "The most records one share-partition of the group keeps in flight (its window from the start offset).",
+	sharegroup.KeyMaxInFlightPerKey:    "With share.key.ordering, the most records of one key one member holds at once (a positive count; the node's value, 0 for no bound, when not set).",
 }
 
 // DescribeShareGroupConfigs is every key of a share group's settings:

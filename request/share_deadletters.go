@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/quirelog/quire/partitioner"
 	"github.com/quirelog/quire/record"
 	"github.com/quirelog/quire/replica"
 	"github.com/quirelog/quire/sharegroup"
@@ -18,10 +17,13 @@ import (
 // Dead letters, written exactly once. The share coordinator keeps each
 // dead letter pending in the share-partition's saved state until it is
 // known written (sharegroup/deadletters.go); the core writes those whose
-// mark is saved, each to a partition of the dead-letter topic chosen
-// from the record alone (its key's, as Kafka's default partitioner, or
-// for a record without a key its source partition and offset's), so
-// that a second attempt goes where the first went. A pending dead letter
+// mark is saved, each to partition (source partition mod partitions) of
+// the dead-letter topic, as Kafka does: a second attempt goes where the
+// first went, and one source partition's dead letters stay in order. A
+// dead letter is Kafka's (KIP-1191): headers naming the source topic,
+// partition and offset, the group, the delivery count and why; the
+// record's key and value only with the group's
+// errors.deadletterqueue.copy.record.enable. A pending dead letter
 // that a write may already have reached (restored by a next leader, or
 // after a write whose answer was lost) is looked for first: the
 // dead-letter partition is read from the first record written since
@@ -53,11 +55,13 @@ func (c *Core) writeDeadLetters(ctx context.Context, sc *sharegroup.Coordinator,
 		return
 	}
 	written := make([]bool, len(letters))
+	c.createDeadLetterTopic(ctx, dlq)
 	if !c.deadLetterTopicUsable(dlq) {
 		sc.FinishDeadLetters(group, tp, letters, written)
 		return
 	}
-	c.sendDeadLetters(asNode(ctx), dlq, group, topic, partition, part, letters, written)
+	copyRecord := sc.GroupConfig(group).DeadLetterCopyRecord
+	c.sendDeadLetters(asNode(ctx), dlq, group, topic, partition, part, letters, written, copyRecord)
 	sc.FinishDeadLetters(group, tp, letters, written)
 	if slices.Contains(written, true) {
 		// Saved now rather than with the next change, so that a next
@@ -65,6 +69,22 @@ func (c *Core) writeDeadLetters(ctx context.Context, sc *sharegroup.Coordinator,
 		// metadata log for each batch of dead letters, which are few).
 		_ = sc.Persist(ctx, group, []sharegroup.TopicPartition{tp})
 	}
+}
+
+// createDeadLetterTopic creates dlq, when it does not exist, its name
+// has the node's prefix and the node may
+// (errors.deadletterqueue.auto.create.topics.enable): with the node's
+// num.partitions and default.replication.factor, and open to groups'
+// dead letters. On a failure (the creator logs it) the dead letters stay
+// pending.
+func (c *Core) createDeadLetterTopic(ctx context.Context, dlq string) {
+	if c.cfg.DeadLetterCreator == nil || !strings.HasPrefix(dlq, c.cfg.DeadLetterTopicPrefix) {
+		return
+	}
+	if _, ok := c.cfg.Cluster.Topic(dlq); ok {
+		return
+	}
+	_, _ = c.cfg.DeadLetterCreator.CreateDeadLetterTopic(ctx, dlq, map[string]string{DeadLetterGroupEnable: "true"})
 }
 
 // deadLetterTopicUsable says whether dlq can take dead letters: its name
@@ -81,25 +101,27 @@ func (c *Core) deadLetterTopicUsable(dlq string) bool {
 
 // sendDeadLetters writes letters to dlq, looking first for those that
 // may have been written, and sets written[i] for each one known written
-// (or dropped for good).
-func (c *Core) sendDeadLetters(ctx context.Context, dlq, group, topic string, partition int32, part *replica.Partition, letters []sharegroup.PendingDeadLetter, written []bool) {
+// (or dropped for good). copyRecord copies each record's key and value.
+func (c *Core) sendDeadLetters(ctx context.Context, dlq, group, topic string, partition int32, part *replica.Partition, letters []sharegroup.PendingDeadLetter, written []bool, copyRecord bool) {
 	var n int32
 	if t, ok := c.cfg.Cluster.Topic(dlq); ok {
 		n = int32(len(t.Partitions))
 	}
 	recs := make([]Record, len(letters))
 	for i, d := range letters {
-		key, value, _ := recordAt(part, d.Offset)
-		recs[i] = Record{Key: key, Value: value, Headers: []record.RecordHeader{
+		recs[i] = Record{Headers: []record.RecordHeader{
 			{Key: DeadLetterHeaderTopic, Value: []byte(topic)},
 			{Key: DeadLetterHeaderPartition, Value: fmt.Appendf(nil, "%d", partition)},
 			{Key: DeadLetterHeaderOffset, Value: fmt.Appendf(nil, "%d", d.Offset)},
 			{Key: DeadLetterHeaderGroup, Value: []byte(group)},
 			{Key: DeadLetterHeaderCount, Value: fmt.Appendf(nil, "%d", d.DeliveryCount)},
-			{Key: DeadLetterHeaderReason, Value: []byte(d.Reason.String())},
+			{Key: DeadLetterHeaderReason, Value: []byte(DeadLetterMessage(d.Reason))},
 		}}
+		if copyRecord {
+			recs[i].Key, recs[i].Value, _ = recordAt(part, d.Offset)
+		}
 		if n > 0 {
-			recs[i].Partition, recs[i].HasPartition = deadLetterPartition(key, partition, d.Offset, n), true
+			recs[i].Partition, recs[i].HasPartition = partition%n, true
 		}
 	}
 	// Look for the earlier writes of those that may have one, per
@@ -154,16 +176,6 @@ func (c *Core) sendDeadLetters(ctx context.Context, dlq, group, topic string, pa
 			written[at[j]] = true
 		}
 	}
-}
-
-// deadLetterPartition is the dead-letter partition of a record: its
-// key's, as Kafka's default partitioner; without a key, its source
-// partition and offset's.
-func deadLetterPartition(key []byte, partition int32, offset int64, n int32) int32 {
-	if key != nil {
-		return partitioner.KeyPartition(key, n)
-	}
-	return int32((uint64(partition)*1_000_003 + uint64(offset)) % uint64(n))
 }
 
 // Kafka's codes of a write that will not succeed by retrying: the dead

@@ -224,14 +224,15 @@ func TestCoreShareErrors(t *testing.T) {
 
 // TestCoreShareDeadLetters rejects one record and lets another run out
 // of deliveries, and reads both back from the group's dead-letter topic
-// (here t itself, with keys that land on t-0, led here) with their
-// headers.
+// (here t itself: the dead letters of t-0 land on t-0, led here) with
+// their headers and, with errors.deadletterqueue.copy.record.enable,
+// their records' values.
 func TestCoreShareDeadLetters(t *testing.T) {
 	f, sc := newShareCore(t, false, nil)
 	ctx := ctxT(t)
 	pcfg := share.DefaultConfig()
 	pcfg.DeliveryCountLimit = 1
-	if err := sc.SetGroupConfig("g", sharegroup.GroupConfig{Partition: pcfg, DeadLetterTopic: "t"}); err != nil {
+	if err := sc.SetGroupConfig("g", sharegroup.GroupConfig{Partition: pcfg, DeadLetterTopic: "t", DeadLetterCopyRecord: true}); err != nil {
 		t.Fatal(err)
 	}
 	var keys [][]byte
@@ -265,8 +266,8 @@ func TestCoreShareDeadLetters(t *testing.T) {
 		t.Fatalf("fetch of the dead letters: %+v, %v", res, err)
 	}
 	want := map[int64]map[string]string{
-		2: {"value": "rejected", request.DeadLetterHeaderOffset: "0", request.DeadLetterHeaderReason: "rejected"},
-		3: {"value": "released", request.DeadLetterHeaderOffset: "1", request.DeadLetterHeaderReason: "delivery count limit reached"},
+		2: {"value": "rejected", "__dlq.errors.offset": "0", "__dlq.errors.message": "Offset rejected by client."},
+		3: {"value": "released", "__dlq.errors.offset": "1", "__dlq.errors.message": "Offset delivery count exceeded the threshold."},
 	}
 	seen := 0
 	err = record.WalkRead(res[0].Records, func(batch []byte, _ record.Header) error {

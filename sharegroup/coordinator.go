@@ -155,6 +155,8 @@ type group struct {
 	reset Reset
 	// readCommitted is share.isolation.level read_committed.
 	readCommitted bool
+	// dlqCopy is errors.deadletterqueue.copy.record.enable.
+	dlqCopy bool
 	// gen and deleted are the saved settings' generations applied
 	// (ConfigSource).
 	gen, deleted uint64
@@ -222,6 +224,10 @@ type GroupConfig struct {
 	// DeadLetterTopic is where the group's dead letters are written
 	// (errors.deadletterqueue.topic.name); "": nowhere.
 	DeadLetterTopic string
+	// DeadLetterCopyRecord writes the record's key and value into its
+	// dead letter (errors.deadletterqueue.copy.record.enable); without
+	// it a dead letter carries the headers naming the record only.
+	DeadLetterCopyRecord bool
 	// Reset is where a share-partition with no saved state starts
 	// (share.auto.offset.reset); the zero value is the node's.
 	Reset Reset
@@ -242,7 +248,7 @@ func (c *Coordinator) SetGroupConfig(name string, cfg GroupConfig) error {
 		cfg.Reset = c.nodeReset()
 	}
 	g := c.groupLocked(name)
-	g.cfg, g.dlq, g.reset, g.readCommitted = cfg.Partition, cfg.DeadLetterTopic, cfg.Reset, cfg.ReadCommitted
+	g.cfg, g.dlq, g.dlqCopy, g.reset, g.readCommitted = cfg.Partition, cfg.DeadLetterTopic, cfg.DeadLetterCopyRecord, cfg.Reset, cfg.ReadCommitted
 	return nil
 }
 
@@ -252,7 +258,7 @@ func (c *Coordinator) GroupConfig(name string) GroupConfig {
 	defer c.mu.Unlock()
 	if g := c.groups[name]; g != nil {
 		c.syncLocked(name, g)
-		return GroupConfig{Partition: g.cfg, DeadLetterTopic: g.dlq, Reset: g.reset, ReadCommitted: g.readCommitted}
+		return GroupConfig{Partition: g.cfg, DeadLetterTopic: g.dlq, DeadLetterCopyRecord: g.dlqCopy, Reset: g.reset, ReadCommitted: g.readCommitted}
 	}
 	if c.cfg.Configs != nil {
 		kv, _, _, _ := c.cfg.Configs.ShareGroupConfig(name)

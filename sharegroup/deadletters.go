@@ -231,7 +231,7 @@ func (c *Coordinator) syncLocked(name string, g *group) {
 		}
 	}
 	changed := cfg.Partition != g.cfg
-	g.cfg, g.dlq, g.reset, g.readCommitted, g.gen = cfg.Partition, cfg.DeadLetterTopic, cfg.Reset, cfg.ReadCommitted, gen
+	g.cfg, g.dlq, g.dlqCopy, g.reset, g.readCommitted, g.gen = cfg.Partition, cfg.DeadLetterTopic, cfg.DeadLetterCopyRecord, cfg.Reset, cfg.ReadCommitted, gen
 	for _, p := range g.parts {
 		p.mu.Lock()
 		p.gen = gen

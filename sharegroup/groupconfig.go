@@ -19,6 +19,10 @@ const (
 	// KeyDeadLetterTopic is the group's dead-letter topic (KIP-1191's
 	// name); empty: none.
 	KeyDeadLetterTopic = "errors.deadletterqueue.topic.name"
+	// KeyDeadLetterCopyRecord copies the record's key and value into its
+	// dead letter (true or false; KIP-1191's key, false by default: the
+	// dead letter's headers name the record).
+	KeyDeadLetterCopyRecord = "errors.deadletterqueue.copy.record.enable"
 	// KeyRecordLockDuration is the record lock duration in ms (Kafka's
 	// group key; the node's is group.share.record.lock.duration.ms).
 	KeyRecordLockDuration = "share.record.lock.duration.ms"
@@ -45,7 +49,7 @@ const (
 )
 
 // GroupConfigKeys are the keys a share group may set, sorted.
-var GroupConfigKeys = []string{KeyDeadLetterTopic, KeyMaxInFlightPerKey, KeyAutoOffsetReset, KeyDeliveryCountLimit, KeyIsolationLevel, KeyKeyOrdering, KeyMaxRecordLocks, KeyRecordLockDuration}
+var GroupConfigKeys = []string{KeyDeadLetterCopyRecord, KeyDeadLetterTopic, KeyMaxInFlightPerKey, KeyAutoOffsetReset, KeyDeliveryCountLimit, KeyIsolationLevel, KeyKeyOrdering, KeyMaxRecordLocks, KeyRecordLockDuration}
 
 // Bounds of the group keys.
 const (
@@ -198,6 +202,12 @@ func setGroupKey(c *GroupConfig, k, v string) error {
 		c.Partition.KeyOrdering = b
 	case KeyDeadLetterTopic:
 		c.DeadLetterTopic = strings.TrimSpace(v)
+	case KeyDeadLetterCopyRecord:
+		b, err := strconv.ParseBool(strings.TrimSpace(v))
+		if err != nil {
+			return fmt.Errorf("%w: %s=%q: want true or false", share.ErrInvalidConfig, k, v)
+		}
+		c.DeadLetterCopyRecord = b
 	case KeyRecordLockDuration:
 		ms, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
 		d := time.Duration(ms) * time.Millisecond
@@ -251,6 +261,8 @@ func GroupConfigValue(c GroupConfig, key string) string {
 		return strconv.FormatBool(c.Partition.KeyOrdering)
 	case KeyDeadLetterTopic:
 		return c.DeadLetterTopic
+	case KeyDeadLetterCopyRecord:
+		return strconv.FormatBool(c.DeadLetterCopyRecord)
 	case KeyRecordLockDuration:
 		return strconv.FormatInt(c.Partition.RecordLockDuration.Milliseconds(), 10)
 	case KeyDeliveryCountLimit:

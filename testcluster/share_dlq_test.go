@@ -101,7 +101,7 @@ func TestClusterShareGroupSettingsAndDeadLetters(t *testing.T) {
 		return err
 	})
 	want := map[string]string{"share.delivery.count.limit": "2", "errors.deadletterqueue.topic.name": dlq,
-		"share.auto.offset.reset": "earliest"}
+		"share.auto.offset.reset": "earliest", "errors.deadletterqueue.copy.record.enable": "true"}
 	ctl := c.WaitController(ctx)
 	var via int32 = 1
 	if ctl == via {
@@ -238,12 +238,12 @@ func TestClusterShareGroupSettingsAndDeadLetters(t *testing.T) {
 			for _, x := range r.Headers {
 				h[x.Key] = string(x.Value)
 			}
-			off, err := strconv.ParseInt(h["share.source.offset"], 10, 64)
-			if err != nil || h["share.group"] != group || h["share.source.topic"] != topic || h["share.source.partition"] != "0" {
+			off, err := strconv.ParseInt(h["__dlq.errors.offset"], 10, 64)
+			if err != nil || h["__dlq.errors.group"] != group || h["__dlq.errors.topic"] != topic || h["__dlq.errors.partition"] != "0" {
 				t.Errorf("dead letter at %d with headers %v", r.Offset, h)
 				continue
 			}
-			if h["share.delivery.count"] != "2" || h["share.reason"] != "delivery count limit reached" || string(r.Value) != fmt.Sprintf("v%d", off) {
+			if h["__dlq.errors.delivery.count"] != "2" || h["__dlq.errors.message"] != "Offset delivery count exceeded the threshold." || string(r.Value) != fmt.Sprintf("v%d", off) {
 				t.Errorf("dead letter of %d: value %q, headers %v", off, r.Value, h)
 			}
 			got[off]++

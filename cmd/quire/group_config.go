@@ -20,7 +20,9 @@ node's value. The keys: share.key.ordering, errors.deadletterqueue.topic.name,
 share.record.lock.duration.ms, share.delivery.count.limit,
 share.auto.offset.reset (earliest, latest, by_duration:PT1H),
 max.in.flight.per.key (with key ordering), share.isolation.level
-(read_uncommitted, read_committed), share.partition.max.record.locks. The dead-letter topic must start
+(read_uncommitted, read_committed), share.partition.max.record.locks,
+errors.deadletterqueue.copy.record.enable (dead letters carry the
+record's key and value). The dead-letter topic must start
 with the node's errors.deadletterqueue.topic.name.prefix (dlq.) and have
 errors.deadletterqueue.group.enable=true. They are kept
 in the metadata log and apply on every node.`,
