@@ -83,11 +83,7 @@ func TestManagerCheckpointsAndCleanShutdown(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, l := range m.Logs() {
-		l.appendMu.Lock()
-		for _, s := range l.segs {
-			_ = s.closeFiles()
-		}
-		l.appendMu.Unlock()
+		crashLog(l)
 	}
 	m, err = OpenManager(dir, cfg, Options{})
 	if err != nil {

@@ -142,7 +142,12 @@ func TestLogRandomOpsAgainstModel(t *testing.T) {
 					rp = math.MaxInt64
 				} else {
 					// Simulate a crash: drop the log without closing it.
+					// Its background flushes end first, as a kill -9
+					// ends them: one still running would write the old
+					// log's leader epoch checkpoint over the new one's
+					// (through the same temporary file).
 					l.appendMu.Lock()
+					l.flushWG.Wait()
 					for _, s := range l.segs {
 						_ = s.persistIndexes()
 						_ = s.closeFiles()

@@ -213,10 +213,13 @@ func FuzzRecoverSegment(f *testing.F) {
 }
 
 // crashLog abandons l as a killed process would: its files closed, nothing
-// flushed, trimmed or checkpointed.
+// flushed, trimmed or checkpointed, and its background flushes ended (a
+// kill -9 ends them; one left running would write the old log's leader
+// epoch checkpoint under the next open's).
 func crashLog(l *Log) {
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
+	l.flushWG.Wait()
 	for _, s := range l.segs {
 		_ = s.closeFiles()
 	}
