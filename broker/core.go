@@ -244,10 +244,12 @@ func (b *Broker) autoCreateTopic(ctx context.Context, topic string, configs map[
 		ReplicationFactor: b.cfg.DefaultReplicationFactor,
 		Configs:           configs,
 	})
-	if err != nil && !errors.Is(err, metadata.ErrTopicExists) {
+	switch {
+	case err == nil:
+		b.logger.Info("auto-created topic", "topic", topic, "partitions", b.cfg.NumPartitions)
+	case !errors.Is(err, metadata.ErrTopicExists):
 		return metadata.TopicInfo{}, fmt.Errorf("auto-create topic %q: %w", topic, err)
 	}
-	b.logger.Info("auto-created topic", "topic", topic, "partitions", b.cfg.NumPartitions)
 	img, err := b.cluster.waitFor(ctx, func(img *metadata.Image) bool { _, ok := img.Topic(topic); return ok })
 	if err != nil {
 		return metadata.TopicInfo{}, fmt.Errorf("%w: topic %q is being created", ErrLeaderNotAvailable, topic)

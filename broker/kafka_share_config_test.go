@@ -415,7 +415,8 @@ func TestBrokerKafkaShareGroupOffsets(t *testing.T) {
 // dead-letter topic that does not exist is created at its first dead
 // letter, open to groups' dead letters, and the rejected records land in
 // it as Kafka writes them (KIP-1191): the __dlq.errors.* headers naming
-// each record, in partition (source partition mod partitions), and
+// each record, in partition (source partition mod partitions: 2 mod 2),
+// and
 // without the record's key and value unless the group sets
 // errors.deadletterqueue.copy.record.enable.
 func TestBrokerKafkaDeadLettersAutoCreated(t *testing.T) {
@@ -434,7 +435,7 @@ func TestBrokerKafkaDeadLettersAutoCreated(t *testing.T) {
 	defer cancel()
 	cl := kafkaClient(t, addr)
 	adm := kadm.NewClient(cl)
-	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "aso"); err != nil {
+	if _, err := adm.CreateTopic(ctx, 3, 1, nil, "aso"); err != nil {
 		t.Fatal(err)
 	}
 	poll.Until(t, "the group's settings", func() error {
@@ -443,9 +444,9 @@ func TestBrokerKafkaDeadLettersAutoCreated(t *testing.T) {
 		}
 		return nil
 	})
-	prod := kafkaClient(t, addr, kgo.DefaultProduceTopic("aso"))
+	prod := kafkaClient(t, addr, kgo.DefaultProduceTopic("aso"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	for i := range 3 {
-		if err := prod.ProduceSync(ctx, &kgo.Record{Key: fmt.Appendf(nil, "k%d", i), Value: fmt.Appendf(nil, "v%d", i)}).FirstErr(); err != nil {
+		if err := prod.ProduceSync(ctx, &kgo.Record{Partition: 2, Key: fmt.Appendf(nil, "k%d", i), Value: fmt.Appendf(nil, "v%d", i)}).FirstErr(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -505,7 +506,7 @@ func TestBrokerKafkaDeadLettersAutoCreated(t *testing.T) {
 		for _, x := range r.Headers {
 			h[x.Key] = string(x.Value)
 		}
-		if r.Partition != 0 || r.Key != nil || len(r.Value) != 0 || h["__dlq.errors.topic"] != "aso" || h["__dlq.errors.partition"] != "0" ||
+		if r.Partition != 0 || r.Key != nil || len(r.Value) != 0 || h["__dlq.errors.topic"] != "aso" || h["__dlq.errors.partition"] != "2" ||
 			h["__dlq.errors.group"] != "asg" || h["__dlq.errors.delivery.count"] != "1" || h["__dlq.errors.message"] != "Offset rejected by client." {
 			t.Errorf("dead letter in partition %d: key %q, value %q, headers %v", r.Partition, r.Key, r.Value, h)
 		}

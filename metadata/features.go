@@ -136,8 +136,14 @@ const (
 	// leaves it out.
 	MetadataVersionCreateRequestID int32 = 18
 
+	// MetadataVersionShareDeadLettered adds a field to a share-partition
+	// state: how many of its records were archived as dead letters (for
+	// describe). An older node would drop it from its image and save the
+	// state without it; below this level the node leaves it out.
+	MetadataVersionShareDeadLettered int32 = 19
+
 	// LatestMetadataVersion is the highest level this code knows.
-	LatestMetadataVersion = MetadataVersionCreateRequestID
+	LatestMetadataVersion = MetadataVersionShareDeadLettered
 )
 
 // VersionRange is a range of metadata.version levels, both ends included.
@@ -268,14 +274,19 @@ func commandLevel(cmd *pb.Command) int32 {
 	case *pb.Command_ReassignPartitions, *pb.Command_CordonBroker, *pb.Command_BrokerThrottle:
 		return MetadataVersionReassignment
 	case *pb.Command_PutShareStates:
-		// Pending dead letters and the group's generation came with 16:
-		// a node of 15 would drop them from its image.
+		// Pending dead letters and the group's generation came with 16,
+		// the dead-letter count with 19: an older node would drop them
+		// from its image.
+		level := MetadataVersionShareState
 		for _, s := range c.PutShareStates.States {
+			if s.DeadLettered != 0 {
+				return MetadataVersionShareDeadLettered
+			}
 			if len(s.DeadLetters) > 0 || s.GroupGeneration != 0 {
-				return MetadataVersionShareGroupConfig
+				level = MetadataVersionShareGroupConfig
 			}
 		}
-		return MetadataVersionShareState
+		return level
 	case *pb.Command_PutShareGroupConfig, *pb.Command_DeleteShareGroup:
 		return MetadataVersionShareGroupConfig
 	case *pb.Command_AlterShareGroupOffsets:

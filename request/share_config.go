@@ -123,9 +123,10 @@ type AlterShareGroupConfigsRequest struct {
 // AlterShareGroupConfigs changes a share group's settings in the
 // metadata log: AlterConfigs on the group. An unknown key or a value out
 // of range is ErrInvalidConfig (share.ErrInvalidConfig), naming it; a
-// change of key ordering, the lock duration or the delivery limit
-// applies to the group's share-partitions at once, their records in
-// flight released.
+// change of key ordering, the lock duration, the delivery limit,
+// max.in.flight.per.key or share.partition.max.record.locks applies to
+// the group's share-partitions at once, their records in flight
+// released.
 func (c *Core) AlterShareGroupConfigs(ctx context.Context, req *AlterShareGroupConfigsRequest) error {
 	sc, err := c.shares(req.Group)
 	if err != nil {

@@ -325,7 +325,7 @@ func (c *Coordinator) Heartbeat(now time.Time, hb Heartbeat) (HeartbeatResult, e
 		if _, ok := g.members[hb.MemberID]; !ok {
 			return HeartbeatResult{}, fmt.Errorf("%w: %q is not in share group %q", ErrUnknownMember, hb.MemberID, hb.Group)
 		}
-		c.leaveLocked(g, hb.MemberID)
+		c.leaveLocked(now, g, hb.MemberID)
 		return HeartbeatResult{MemberID: hb.MemberID, Epoch: -1}, nil
 	case hb.Epoch == 0:
 		if hb.Topics == nil {
@@ -338,7 +338,7 @@ func (c *Coordinator) Heartbeat(now time.Time, hb Heartbeat) (HeartbeatResult, e
 		}
 		if m, ok := g.members[id]; ok && !m.fetcher {
 			// A rejoin: what it held is released first.
-			c.leaveLocked(g, id)
+			c.leaveLocked(now, g, id)
 		}
 		g.epoch++
 		g.members[id] = &member{epoch: g.epoch, topics: slices.Clone(hb.Topics), lastSeen: now}
@@ -367,15 +367,16 @@ func (c *Coordinator) Heartbeat(now time.Time, hb Heartbeat) (HeartbeatResult, e
 func (c *Coordinator) expireLocked(now time.Time, g *group) {
 	for id, m := range g.members {
 		if now.Sub(m.lastSeen) >= c.cfg.SessionTimeout {
-			c.leaveLocked(g, id)
+			c.leaveLocked(now, g, id)
 		}
 	}
 }
 
-// leaveLocked removes member id and releases what it holds everywhere.
-// It takes each partition's lock under c.mu: partition locks are never
-// held while taking c.mu.
-func (c *Coordinator) leaveLocked(g *group, id string) {
+// leaveLocked removes member id and releases what it holds everywhere;
+// a record released past the delivery limit is a dead letter archived at
+// now. It takes each partition's lock under c.mu: partition locks are
+// never held while taking c.mu.
+func (c *Coordinator) leaveLocked(now time.Time, g *group, id string) {
 	if m, ok := g.members[id]; ok && !m.fetcher {
 		c.departed = append(c.departed, Departure{Group: g.name, MemberID: id})
 	}
@@ -385,6 +386,10 @@ func (c *Coordinator) leaveLocked(g *group, id string) {
 		if p.p != nil && p.p.Held(id) > 0 {
 			p.p.Leave(id)
 			p.version++
+			// Taken now, not at the next call: a state replaced
+			// before it (a restore, a refused save, a settings
+			// change) would lose them, uncounted and unwritten.
+			p.addPending(now, g.dlq, p.p.TakeDeadLetters())
 		}
 		p.mu.Unlock()
 	}

@@ -171,3 +171,35 @@ func TestShareDeadLetteredCountSaved(t *testing.T) {
 		t.Fatalf("saved state counts %d dead letters, want 3", st.DeadLettered)
 	}
 }
+
+// TestShareLeaveDeadLettersTakenAtOnce: records a leaving member held at
+// the delivery limit are archived as dead letters when it leaves, counted
+// and marked to write then, not at the share-partition's next call (a
+// state replaced before that would lose them).
+func TestShareLeaveDeadLettersTakenAtOnce(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.ResetEarliest = true
+	n, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pcfg := share.DefaultConfig()
+	pcfg.DeliveryCountLimit = 1
+	if err := n.SetGroupConfig("g", GroupConfig{Partition: pcfg, DeadLetterTopic: "dlq.g"}); err != nil {
+		t.Fatal(err)
+	}
+	join(t, n, "x")
+	if f, err := n.Acquire(t0, "g", "x", tp, 2, &memLog{hw: 5, keys: []string{"a"}}); err != nil || len(offsets(f.Acquired)) != 2 {
+		t.Fatalf("acquired %v, %v", f.Acquired, err)
+	}
+	if _, err := n.Heartbeat(t0, Heartbeat{Group: "g", MemberID: "x", Epoch: -1}); err != nil {
+		t.Fatal(err)
+	}
+	if d := describedDead(t, n); d != 2 {
+		t.Fatalf("after the leave describe counts %d dead letters, want 2", d)
+	}
+	dlq, letters := n.ClaimDeadLetters("g", tp)
+	if dlq != "dlq.g" || len(letters) != 2 || letters[0].Reason != share.ReasonDeliveryLimit {
+		t.Fatalf("dead letters to write after the leave: %q %+v", dlq, letters)
+	}
+}

@@ -173,7 +173,7 @@ func (c *Coordinator) Forget(groupName string, ids []string) {
 	}
 	for _, id := range ids {
 		if m, ok := g.members[id]; ok && m.fetcher {
-			c.leaveLocked(g, id)
+			c.leaveLocked(time.Now(), g, id)
 		}
 	}
 }
@@ -198,7 +198,7 @@ func (c *Coordinator) ForgetUnknown(now time.Time, groupName, id string) bool {
 	if !m.fetcher || now.Before(m.confirmed) {
 		return false
 	}
-	c.leaveLocked(g, id)
+	c.leaveLocked(now, g, id)
 	return true
 }
 

@@ -992,8 +992,7 @@ type SharePartitionState struct {
 	GroupGeneration uint64 `protobuf:"varint,9,opt,name=group_generation,json=groupGeneration,proto3" json:"group_generation,omitempty"`
 	// How many records of the share-partition were archived as dead
 	// letters (rejected, or past the delivery count limit) since its state
-	// was made; for describe (metadata.version 16; an older node ignores
-	// it).
+	// was made; for describe (metadata.version 19).
 	DeadLettered  int64 `protobuf:"varint,10,opt,name=dead_lettered,json=deadLettered,proto3" json:"dead_lettered,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -165,7 +165,9 @@ func (s *States) Save(ctx context.Context, states []sharegroup.SavedState) ([]er
 			continue
 		}
 		out[i].GroupGeneration = st.Generation
-		out[i].DeadLettered = st.DeadLettered
+		if mv >= metadata.MetadataVersionShareDeadLettered {
+			out[i].DeadLettered = st.DeadLettered
+		}
 		for _, d := range st.DeadLetters {
 			out[i].DeadLetters = append(out[i].DeadLetters, metadata.ShareDeadLetter{Offset: d.Offset, DeliveryCount: int32(d.DeliveryCount),
 				Reason: int32(d.Reason), ArchivedMs: d.Archived.UnixMilli()})

@@ -153,7 +153,7 @@ func testContext(t *testing.T) context.Context {
 // it loads back whole, and one saved under a lease that no longer holds
 // is refused as not leader.
 func TestShareStoreSaveLoad(t *testing.T) {
-	m := newMetaLog(t, metadata.MetadataVersionShareGroupConfig)
+	m := newMetaLog(t, metadata.MetadataVersionShareDeadLettered)
 	s := sharestore.NewStates(1, m, m, make(chan struct{}))
 	t.Cleanup(s.Close)
 	tp := sharegroup.TopicPartition{Topic: "t", Partition: 0}
@@ -192,6 +192,27 @@ func TestShareStoreSaveLoad(t *testing.T) {
 	errs, err = s.Save(testContext(t), []sharegroup.SavedState{stale})
 	if err != nil || len(errs) != 1 || !errors.Is(errs[0], replica.ErrNotLeader) || !errors.Is(errs[0], metadata.ErrShareStateFenced) {
 		t.Fatalf("Save at another epoch = %v, %v; want refused not leader", errs, err)
+	}
+}
+
+// Below metadata.version 19 a state is saved without its dead-letter
+// count, which a node of 18 would drop from its image.
+func TestShareStoreSaveDeadLetteredBelowLevel(t *testing.T) {
+	m := newMetaLog(t, metadata.MetadataVersionShareDeadLettered-1)
+	s := sharestore.NewStates(1, m, m, make(chan struct{}))
+	t.Cleanup(s.Close)
+	tp := sharegroup.TopicPartition{Topic: "t", Partition: 0}
+	lease, err := s.Lease(tp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := sharegroup.SavedState{Group: "g", TopicPartition: tp, Lease: lease, DeadLettered: 4, Snapshot: share.Snapshot{Start: 3}}
+	if errs, err := s.Save(testContext(t), []sharegroup.SavedState{st}); err != nil || errs[0] != nil {
+		t.Fatalf("Save = %v, %v", errs, err)
+	}
+	got, ok, err := s.Load("g", tp, lease)
+	if err != nil || !ok || got.Start != 3 || got.DeadLettered != 0 {
+		t.Fatalf("Load = %+v, %v, %v; want the state from 3 without its count", got, ok, err)
 	}
 }
 
