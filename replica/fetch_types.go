@@ -4,7 +4,11 @@ package replica
 // leader's answer alike; a front end (the broker's gRPC ReplicaService)
 // turns them into its wire messages and back.
 
-import "github.com/quirelog/quire/storage"
+import (
+	"time"
+
+	"github.com/quirelog/quire/storage"
+)
 
 // FetchRequest is one follower's pull of many partitions from one leader.
 type FetchRequest struct {
@@ -53,6 +57,11 @@ type FetchPartition struct {
 	// full, and found nothing to refuse, within a fetch session; a
 	// changed fetch is a new FetchPartition, without it.
 	checked *Partition
+	// refreshed is when the leader last recorded this fetch in the
+	// follower's state (zero: never), the follower then at the log end,
+	// refreshedLEO (idleRefresh).
+	refreshed    time.Time
+	refreshedLEO int64
 }
 
 // FetchResponse answers the partitions of a FetchRequest, in its order.

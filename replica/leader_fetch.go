@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/quirelog/quire/storage"
@@ -96,6 +97,22 @@ func ReadLimit(partitionMax, responseMax, total int) int {
 // Errors of one partition are in its result; the whole call fails only
 // for a request that is invalid or not from the follower's registered
 // process.
+// idleRefresh is how often at most a fetch session records a follower
+// at an idle partition's log end in the partition's state: a fetch that
+// finds the partition as the last record left it (the follower at the
+// log end, which has not moved) skips it, sparing a lock and the ISR
+// bookkeeping on each of a session's thousands of idle partitions at
+// every fetch, which every append to any of them wakes. The follower's
+// caught-up time is at most this much older for it, against
+// replica.lag.time.max.ms (over replica.fetch.wait.max.ms, which a
+// fetch of idle partitions waits out). The skip holds only while the
+// partition is led here at the epoch fetched (Partition.ledEpoch: a
+// replica removed, or hosted again as a new Partition, no longer is);
+// any change of the fetch makes it a new FetchPartition, checked in
+// full; a follower dropped from the replicas is told at the next
+// refresh.
+const idleRefresh = 100 * time.Millisecond
+
 func (rm *Manager) HandleFetch(ctx context.Context, req *FetchRequest) (*FetchResponse, error) {
 	if req.Incremental || len(req.Forgotten) > 0 {
 		return nil, fmt.Errorf("%w: an incremental replica fetch needs the fetch session of a stream", ErrInvalidRequest)
@@ -129,10 +146,20 @@ func (rm *Manager) HandleFetch(ctx context.Context, req *FetchRequest) (*FetchRe
 		// In a session, most partitions of most fetches are the same as
 		// in the one before (idle, the follower at their log end): what
 		// was checked then holds, and the fetch only refreshes the
-		// follower's state.
-		if part := f.checked; part != nil && part.refreshFollowerFetch(req.ReplicaID, f.FetchOffset, f.LogStartOffset, now, f.CurrentLeaderEpoch) {
-			parts[i] = part
-			continue
+		// follower's state, at most every idleRefresh while the log end
+		// stays where the follower is.
+		if part := f.checked; part != nil {
+			leo := part.log.LogEndOffset()
+			if f.FetchOffset == leo && leo == f.refreshedLEO && now.Sub(f.refreshed) < idleRefresh &&
+				part.ledEpoch.Load() == f.CurrentLeaderEpoch {
+				parts[i] = part
+				continue
+			}
+			if part.refreshFollowerFetch(req.ReplicaID, f.FetchOffset, f.LogStartOffset, now, f.CurrentLeaderEpoch) {
+				f.refreshed, f.refreshedLEO = now, leo
+				parts[i] = part
+				continue
+			}
 		}
 		f.checked = nil
 		part, ok := rm.Partition(f.Topic, f.Partition)
@@ -218,6 +245,7 @@ type LeaderSession struct {
 	wake    chan struct{}
 	fetches uint64
 	watched map[*Partition]uint64 // the fetch that last named each
+	lastSet []*Partition          // the partitions watch was last given
 	results []FetchResult         // the answer's, reused
 	parts   []*Partition
 
@@ -252,6 +280,21 @@ func NewLeaderSession() *LeaderSession {
 // none), drops it from partitions the session no longer fetches, and
 // returns it emptied: the read that follows sees every append before.
 func (s *LeaderSession) watch(parts []*Partition) chan struct{} {
+	if !slices.Equal(parts, s.lastSet) {
+		s.rewatch(parts)
+		s.lastSet = append(s.lastSet[:0], parts...)
+	}
+	select {
+	case <-s.wake:
+	default:
+	}
+	return s.wake
+}
+
+// rewatch registers the channel with parts and drops it from the others;
+// watch calls it only when they differ from the last fetch's, as they
+// rarely do.
+func (s *LeaderSession) rewatch(parts []*Partition) {
 	s.fetches++
 	named := 0
 	for _, part := range parts {
@@ -272,11 +315,6 @@ func (s *LeaderSession) watch(parts []*Partition) chan struct{} {
 			}
 		}
 	}
-	select {
-	case <-s.wake:
-	default:
-	}
-	return s.wake
 }
 
 // Close drops the session's channel from every partition.
@@ -285,6 +323,7 @@ func (s *LeaderSession) Close() {
 		part.unwatchLEO(s.wake)
 	}
 	clear(s.watched)
+	s.lastSet = s.lastSet[:0]
 }
 
 // readForFollower fills in the records of every partition being read and

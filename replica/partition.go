@@ -67,6 +67,10 @@ type Partition struct {
 	// (a reassignment moving it here): its fetches count against the
 	// reassignment throttle.
 	reassigning atomic.Bool
+	// ledEpoch is leaderEpoch while this replica leads, else -1 (set
+	// with them under mu): a replica fetch's check, without mu, that
+	// what it checked before still holds (idleRefresh).
+	ledEpoch atomic.Int32
 }
 
 // followerState is what a leader knows of one follower, from its fetches
@@ -82,6 +86,7 @@ type followerState struct {
 
 func newPartition(rm *Manager, topic string, id int32, l *storage.Log) *Partition {
 	p := &Partition{topic: topic, id: id, log: l, rm: rm, io: rm.topicIO(topic), leaderID: -1}
+	p.ledEpoch.Store(-1)
 	if hw, ok := l.HighWatermark(); ok {
 		p.setHW(hw)
 	} else {
@@ -198,6 +203,7 @@ func (p *Partition) becomeLeader(a Assignment, now time.Time) {
 		p.pendingISR, p.isrUnanswered = nil, false
 	}
 	p.leader, p.leaderID, p.leaderEpoch, p.partitionEpoch = true, a.Leader, a.LeaderEpoch, a.PartitionEpoch
+	p.ledEpoch.Store(a.LeaderEpoch)
 	p.replicas = append([]int32(nil), a.Replicas...)
 	if !newEpoch {
 		p.rm.countISRChange(p.isr, a.ISR)
@@ -239,6 +245,7 @@ func (p *Partition) becomeFollower(a Assignment) {
 	p.appendMu.Lock() // no leader append under way
 	p.mu.Lock()
 	p.leader, p.leaderID, p.leaderEpoch, p.partitionEpoch = false, a.Leader, a.LeaderEpoch, a.PartitionEpoch
+	p.ledEpoch.Store(-1)
 	p.replicas = append([]int32(nil), a.Replicas...)
 	p.isr = append([]int32(nil), a.ISR...)
 	p.followers = nil
