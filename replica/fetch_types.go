@@ -58,10 +58,8 @@ type FetchPartition struct {
 	// changed fetch is a new FetchPartition, without it.
 	checked *Partition
 	// refreshed is when the leader last recorded this fetch in the
-	// follower's state (zero: never), the follower then at the log end,
-	// refreshedLEO (idleRefresh).
-	refreshed    time.Time
-	refreshedLEO int64
+	// follower's state (zero: never; idleRefresh).
+	refreshed time.Time
 }
 
 // FetchResponse answers the partitions of a FetchRequest, in its order.

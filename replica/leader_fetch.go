@@ -89,20 +89,13 @@ func ReadLimit(partitionMax, responseMax, total int) int {
 	return limit
 }
 
-// HandleFetch answers a follower's pull. Each partition first records the
-// fetch offset as the follower's LEO (which may move the HW and add the
-// follower back to the ISR); then the batches from there are read, past
-// the HW, and the call long-polls for new appends while fewer than
-// MinBytes came back, until MaxWaitMs, ctx ends or the manager stops.
-// Errors of one partition are in its result; the whole call fails only
-// for a request that is invalid or not from the follower's registered
-// process.
 // idleRefresh is how often at most a fetch session records a follower
 // at an idle partition's log end in the partition's state: a fetch that
-// finds the partition as the last record left it (the follower at the
-// log end, which has not moved) skips it, sparing a lock and the ISR
-// bookkeeping on each of a session's thousands of idle partitions at
-// every fetch, which every append to any of them wakes. The follower's
+// finds the follower at the log end, as it was when last recorded (a
+// leader's log end only moves on within its epoch), skips it, sparing
+// a lock and the ISR bookkeeping on each of a session's thousands of
+// idle partitions at every fetch, which every append to any of them
+// wakes. The follower's
 // caught-up time is at most this much older for it, against
 // replica.lag.time.max.ms (over replica.fetch.wait.max.ms, which a
 // fetch of idle partitions waits out). The skip holds only while the
@@ -113,6 +106,14 @@ func ReadLimit(partitionMax, responseMax, total int) int {
 // refresh.
 const idleRefresh = 100 * time.Millisecond
 
+// HandleFetch answers a follower's pull. Each partition first records the
+// fetch offset as the follower's LEO (which may move the HW and add the
+// follower back to the ISR); then the batches from there are read, past
+// the HW, and the call long-polls for new appends while fewer than
+// MinBytes came back, until MaxWaitMs, ctx ends or the manager stops.
+// Errors of one partition are in its result; the whole call fails only
+// for a request that is invalid or not from the follower's registered
+// process.
 func (rm *Manager) HandleFetch(ctx context.Context, req *FetchRequest) (*FetchResponse, error) {
 	if req.Incremental || len(req.Forgotten) > 0 {
 		return nil, fmt.Errorf("%w: an incremental replica fetch needs the fetch session of a stream", ErrInvalidRequest)
@@ -149,14 +150,13 @@ func (rm *Manager) HandleFetch(ctx context.Context, req *FetchRequest) (*FetchRe
 		// follower's state, at most every idleRefresh while the log end
 		// stays where the follower is.
 		if part := f.checked; part != nil {
-			leo := part.log.LogEndOffset()
-			if f.FetchOffset == leo && leo == f.refreshedLEO && now.Sub(f.refreshed) < idleRefresh &&
+			if f.FetchOffset == part.log.LogEndOffset() && now.Sub(f.refreshed) < idleRefresh &&
 				part.ledEpoch.Load() == f.CurrentLeaderEpoch {
 				parts[i] = part
 				continue
 			}
 			if part.refreshFollowerFetch(req.ReplicaID, f.FetchOffset, f.LogStartOffset, now, f.CurrentLeaderEpoch) {
-				f.refreshed, f.refreshedLEO = now, leo
+				f.refreshed = now
 				parts[i] = part
 				continue
 			}

@@ -46,7 +46,7 @@ const DeadLetterGroupEnable = "errors.deadletterqueue.group.enable"
 // that are pending and saved, through part (the source partition's
 // leader replica), as the node itself (KIP-1191: no member's ACLs
 // apply; the guards are the topic's errors.deadletterqueue.group.enable
-// and the node's name prefix, deadLetterTopicUsable). A dead-letter
+// and the node's name prefix, deadLetterTopic). A dead-letter
 // topic that is missing or not usable keeps them pending.
 func (c *Core) writeDeadLetters(ctx context.Context, sc *sharegroup.Coordinator, group, topic string, partition int32, part *replica.Partition) {
 	tp := sharegroup.TopicPartition{Topic: topic, Partition: partition}
@@ -55,13 +55,13 @@ func (c *Core) writeDeadLetters(ctx context.Context, sc *sharegroup.Coordinator,
 		return
 	}
 	written := make([]bool, len(letters))
-	c.createDeadLetterTopic(ctx, dlq)
-	if !c.deadLetterTopicUsable(dlq) {
+	partitions, ok := c.deadLetterTopic(ctx, dlq)
+	if !ok {
 		sc.FinishDeadLetters(group, tp, letters, written)
 		return
 	}
 	copyRecord := sc.GroupConfig(group).DeadLetterCopyRecord
-	c.sendDeadLetters(asNode(ctx), dlq, group, topic, partition, part, letters, written, copyRecord)
+	c.sendDeadLetters(asNode(ctx), dlq, partitions, group, topic, partition, part, letters, written, copyRecord)
 	sc.FinishDeadLetters(group, tp, letters, written)
 	if slices.Contains(written, true) {
 		// Saved now rather than with the next change, so that a next
@@ -71,42 +71,32 @@ func (c *Core) writeDeadLetters(ctx context.Context, sc *sharegroup.Coordinator,
 	}
 }
 
-// createDeadLetterTopic creates dlq, when it does not exist, its name
-// has the node's prefix and the node may
-// (errors.deadletterqueue.auto.create.topics.enable): with the node's
-// num.partitions and default.replication.factor, and open to groups'
-// dead letters. On a failure (the creator logs it) the dead letters stay
+// deadLetterTopic is dlq's partition count, and whether it can take dead
+// letters: its name has the node's prefix, it exists, and it is enabled
+// for groups' dead letters. One that does not exist is created first
+// when the node may (errors.deadletterqueue.auto.create.topics.enable):
+// with the node's num.partitions and default.replication.factor, and
+// enabled; on a failure (the creator logs it) the dead letters stay
 // pending.
-func (c *Core) createDeadLetterTopic(ctx context.Context, dlq string) {
-	if c.cfg.DeadLetterCreator == nil || !strings.HasPrefix(dlq, c.cfg.DeadLetterTopicPrefix) {
-		return
-	}
-	if _, ok := c.cfg.Cluster.Topic(dlq); ok {
-		return
-	}
-	_, _ = c.cfg.DeadLetterCreator.CreateDeadLetterTopic(ctx, dlq, map[string]string{DeadLetterGroupEnable: "true"})
-}
-
-// deadLetterTopicUsable says whether dlq can take dead letters: its name
-// has the node's prefix, it exists, and it is enabled for groups' dead
-// letters.
-func (c *Core) deadLetterTopicUsable(dlq string) bool {
+func (c *Core) deadLetterTopic(ctx context.Context, dlq string) (partitions int32, ok bool) {
 	if !strings.HasPrefix(dlq, c.cfg.DeadLetterTopicPrefix) {
-		return false
+		return 0, false
 	}
 	t, ok := c.cfg.Cluster.Topic(dlq)
+	if !ok && c.cfg.DeadLetterCreator != nil {
+		var err error
+		t, err = c.cfg.DeadLetterCreator.CreateDeadLetterTopic(ctx, dlq, map[string]string{DeadLetterGroupEnable: "true"})
+		ok = err == nil
+	}
 	on, _ := strconv.ParseBool(t.Configs[DeadLetterGroupEnable])
-	return ok && on
+	return int32(len(t.Partitions)), ok && on
 }
 
-// sendDeadLetters writes letters to dlq, looking first for those that
-// may have been written, and sets written[i] for each one known written
-// (or dropped for good). copyRecord copies each record's key and value.
-func (c *Core) sendDeadLetters(ctx context.Context, dlq, group, topic string, partition int32, part *replica.Partition, letters []sharegroup.PendingDeadLetter, written []bool, copyRecord bool) {
-	var n int32
-	if t, ok := c.cfg.Cluster.Topic(dlq); ok {
-		n = int32(len(t.Partitions))
-	}
+// sendDeadLetters writes letters to dlq, of n partitions, looking first
+// for those that may have been written, and sets written[i] for each one
+// known written (or dropped for good). copyRecord copies each record's
+// key and value.
+func (c *Core) sendDeadLetters(ctx context.Context, dlq string, n int32, group, topic string, partition int32, part *replica.Partition, letters []sharegroup.PendingDeadLetter, written []bool, copyRecord bool) {
 	recs := make([]Record, len(letters))
 	for i, d := range letters {
 		recs[i] = Record{Headers: []record.RecordHeader{

@@ -149,14 +149,9 @@ type Coordinator struct {
 }
 
 type group struct {
-	name  string
-	cfg   share.Config
-	dlq   string
-	reset Reset
-	// readCommitted is share.isolation.level read_committed.
-	readCommitted bool
-	// dlqCopy is errors.deadletterqueue.copy.record.enable.
-	dlqCopy bool
+	name string
+	// settings are the group's own settings over the node's.
+	settings GroupConfig
 	// gen and deleted are the saved settings' generations applied
 	// (ConfigSource).
 	gen, deleted uint64
@@ -248,7 +243,7 @@ func (c *Coordinator) SetGroupConfig(name string, cfg GroupConfig) error {
 		cfg.Reset = c.nodeReset()
 	}
 	g := c.groupLocked(name)
-	g.cfg, g.dlq, g.dlqCopy, g.reset, g.readCommitted = cfg.Partition, cfg.DeadLetterTopic, cfg.DeadLetterCopyRecord, cfg.Reset, cfg.ReadCommitted
+	g.settings = cfg
 	return nil
 }
 
@@ -258,7 +253,7 @@ func (c *Coordinator) GroupConfig(name string) GroupConfig {
 	defer c.mu.Unlock()
 	if g := c.groups[name]; g != nil {
 		c.syncLocked(name, g)
-		return GroupConfig{Partition: g.cfg, DeadLetterTopic: g.dlq, DeadLetterCopyRecord: g.dlqCopy, Reset: g.reset, ReadCommitted: g.readCommitted}
+		return g.settings
 	}
 	if c.cfg.Configs != nil {
 		kv, _, _, _ := c.cfg.Configs.ShareGroupConfig(name)
@@ -275,7 +270,7 @@ func (c *Coordinator) DeadLetterTopic(name string) string {
 	defer c.mu.Unlock()
 	if g := c.groups[name]; g != nil {
 		c.syncLocked(name, g)
-		return g.dlq
+		return g.settings.DeadLetterTopic
 	}
 	return ""
 }
@@ -283,7 +278,7 @@ func (c *Coordinator) DeadLetterTopic(name string) string {
 func (c *Coordinator) groupLocked(name string) *group {
 	g := c.groups[name]
 	if g == nil {
-		g = &group{name: name, cfg: c.cfg.Partition, reset: c.nodeReset(), members: make(map[string]*member), parts: make(map[TopicPartition]*partition)}
+		g = &group{name: name, settings: c.DefaultGroupConfig(), members: make(map[string]*member), parts: make(map[TopicPartition]*partition)}
 		c.groups[name] = g
 	}
 	c.syncLocked(name, g)
@@ -389,7 +384,7 @@ func (c *Coordinator) leaveLocked(now time.Time, g *group, id string) {
 			// Taken now, not at the next call: a state replaced
 			// before it (a restore, a refused save, a settings
 			// change) would lose them, uncounted and unwritten.
-			p.addPending(now, g.dlq, p.p.TakeDeadLetters())
+			p.addPending(now, g.settings.DeadLetterTopic, p.p.TakeDeadLetters())
 		}
 		p.mu.Unlock()
 	}
@@ -397,18 +392,18 @@ func (c *Coordinator) leaveLocked(now time.Time, g *group, id string) {
 
 // partition checks that id is in the group, and
 // returns the group's share-partition for it.
-func (c *Coordinator) partition(now time.Time, groupName, id string, tp TopicPartition) (*partition, groupView, error) {
+func (c *Coordinator) partition(now time.Time, groupName, id string, tp TopicPartition) (*partition, GroupConfig, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	g, ok := c.groups[groupName]
 	if !ok {
-		return nil, groupView{}, fmt.Errorf("%w: %q: share group %q has no members", ErrUnknownMember, id, groupName)
+		return nil, GroupConfig{}, fmt.Errorf("%w: %q: share group %q has no members", ErrUnknownMember, id, groupName)
 	}
 	c.syncLocked(groupName, g)
 	c.expireLocked(now, g)
 	m, ok := g.members[id]
 	if !ok {
-		return nil, groupView{}, fmt.Errorf("%w: %q is not in share group %q", ErrUnknownMember, id, groupName)
+		return nil, GroupConfig{}, fmt.Errorf("%w: %q is not in share group %q", ErrUnknownMember, id, groupName)
 	}
 	m.lastSeen = now // a fetch keeps the member's records alive too
 	p := g.parts[tp]
@@ -416,14 +411,7 @@ func (c *Coordinator) partition(now time.Time, groupName, id string, tp TopicPar
 		p = &partition{group: groupName, tp: tp, gen: g.gen, born: c.drops[groupName]}
 		g.parts[tp] = p
 	}
-	return p, groupView{cfg: g.cfg, reset: g.reset, dlq: g.dlq}, nil
-}
-
-// groupView is a group's settings as one call uses them.
-type groupView struct {
-	cfg   share.Config
-	reset Reset
-	dlq   string
+	return p, g.settings, nil
 }
 
 // Fetched is what Acquire hands a member from one partition.
@@ -467,36 +455,36 @@ func (c *Coordinator) Acquire(now time.Time, groupName, id string, tp TopicParti
 	if len(got) > 0 || len(dead) > 0 || p.p.Start() != start {
 		p.version++
 	}
-	p.addPending(now, v.dlq, dead)
+	p.addPending(now, v.DeadLetterTopic, dead)
 	return Fetched{Acquired: got, DeadLetters: dead}, nil
 }
 
 // open creates the share-partition at first use, restored from its saved
 // state or new at the log's start or end, and follows the log's start
 // offset. It returns the log's high watermark.
-func (c *Coordinator) open(now time.Time, p *partition, v groupView, log Log) (int64, error) {
+func (c *Coordinator) open(now time.Time, p *partition, v GroupConfig, log Log) (int64, error) {
 	start, hw, err := log.Bounds()
 	if err != nil {
 		return 0, err
 	}
-	if err := c.restore(p, v.cfg); err != nil {
+	if err := c.restore(p, v.Partition); err != nil {
 		return 0, err
 	}
 	if p.p == nil {
 		at := hw
 		switch {
-		case v.reset.Earliest:
+		case v.Reset.Earliest:
 			at = start
-		case v.reset.ByDuration > 0:
+		case v.Reset.ByDuration > 0:
 			if tl, ok := log.(TimeLog); ok {
-				off, err := tl.OffsetForTime(now.Add(-v.reset.ByDuration))
+				off, err := tl.OffsetForTime(now.Add(-v.Reset.ByDuration))
 				if err != nil {
 					return 0, err
 				}
 				at = min(max(off, start), hw)
 			}
 		}
-		if p.p, err = share.New(v.cfg, at); err != nil {
+		if p.p, err = share.New(v.Partition, at); err != nil {
 			return 0, err
 		}
 		p.stored = false
@@ -520,7 +508,7 @@ func (c *Coordinator) Acknowledge(now time.Time, groupName, id string, tp TopicP
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if err := c.restore(p, v.cfg); err != nil {
+	if err := c.restore(p, v.Partition); err != nil {
 		return nil, err
 	}
 	if p.p == nil {
@@ -531,7 +519,7 @@ func (c *Coordinator) Acknowledge(now time.Time, groupName, id string, tp TopicP
 	if err == nil || len(dead) > 0 {
 		p.version++
 	}
-	p.addPending(now, v.dlq, dead)
+	p.addPending(now, v.DeadLetterTopic, dead)
 	return dead, err
 }
 

@@ -83,7 +83,7 @@ func (c *Coordinator) ClaimDeadLetters(group string, tp TopicPartition) (string,
 	)
 	if g != nil {
 		c.syncLocked(group, g)
-		p, dlq = g.parts[tp], g.dlq
+		p, dlq = g.parts[tp], g.settings.DeadLetterTopic
 	}
 	c.mu.Unlock()
 	if p == nil {
@@ -230,13 +230,13 @@ func (c *Coordinator) syncLocked(name string, g *group) {
 			}
 		}
 	}
-	changed := cfg.Partition != g.cfg
-	g.cfg, g.dlq, g.dlqCopy, g.reset, g.readCommitted, g.gen = cfg.Partition, cfg.DeadLetterTopic, cfg.DeadLetterCopyRecord, cfg.Reset, cfg.ReadCommitted, gen
+	changed := cfg.Partition != g.settings.Partition
+	g.settings, g.gen = cfg, gen
 	for _, p := range g.parts {
 		p.mu.Lock()
 		p.gen = gen
 		if changed && p.p != nil {
-			if np, err := share.Restore(g.cfg, p.p.Snapshot()); err == nil {
+			if np, err := share.Restore(g.settings.Partition, p.p.Snapshot()); err == nil {
 				p.p = np
 				p.version++
 			}

@@ -252,7 +252,7 @@ func (c *Coordinator) Release(now time.Time, groupName, id string, tps []TopicPa
 		return dead, errs
 	}
 	c.syncLocked(groupName, g)
-	cfg, dlq := g.cfg, g.dlq
+	cfg, dlq := g.settings.Partition, g.settings.DeadLetterTopic
 	parts := make([]*partition, len(tps))
 	for i, tp := range tps {
 		parts[i] = g.parts[tp]
